@@ -1,0 +1,97 @@
+#include "core/allocator.h"
+
+#include <bit>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+
+namespace sima {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free_lists;  // block size -> free blocks
+  AllocatorStats stats;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache();  // leaked on purpose: tensors may die after static destructors run
+  return *c;
+}
+
+}  // namespace
+
+size_t size_class(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  if (bytes <= 4096) return (bytes + kAlign - 1) / kAlign * kAlign;
+  // bytes > 4096: 2^k <= bytes-1 < 2^(k+1); step = 2^(k-2).
+  size_t top = std::bit_floor(bytes - 1);
+  size_t step = top / 4;
+  return (bytes + step - 1) / step * step;
+}
+
+void* storage_alloc(size_t bytes, size_t* block_bytes) {
+  size_t sz = size_class(bytes);
+  *block_bytes = sz;
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.free_lists.find(sz);
+    if (it != c.free_lists.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      c.stats.cache_hits++;
+      c.stats.bytes_cached -= sz;
+      c.stats.bytes_in_use += sz;
+      if (c.stats.bytes_in_use > c.stats.peak_bytes_in_use)
+        c.stats.peak_bytes_in_use = c.stats.bytes_in_use;
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(kAlign, sz);
+  if (!p) {
+    // Give the cache back to the system and try once more before giving up.
+    empty_cache();
+    p = std::aligned_alloc(kAlign, sz);
+  }
+  if (!p) fail("out of memory: cannot allocate a tensor of ", bytes, " bytes");
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.stats.system_allocs++;
+  c.stats.bytes_in_use += sz;
+  if (c.stats.bytes_in_use > c.stats.peak_bytes_in_use)
+    c.stats.peak_bytes_in_use = c.stats.bytes_in_use;
+  return p;
+}
+
+void storage_free(void* p, size_t block_bytes) {
+  if (!p) return;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.free_lists[block_bytes].push_back(p);
+  c.stats.bytes_in_use -= block_bytes;
+  c.stats.bytes_cached += block_bytes;
+}
+
+AllocatorStats allocator_stats() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.stats;
+}
+
+void empty_cache() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (auto& [sz, list] : c.free_lists) {
+    for (void* p : list) std::free(p);
+    c.stats.bytes_cached -= static_cast<int64_t>(sz * list.size());
+    list.clear();
+  }
+}
+
+}  // namespace sima
