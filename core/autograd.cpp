@@ -49,6 +49,21 @@ void accumulate_leaf(TensorImpl& leaf, const Tensor& g) {
 }
 }  // namespace
 
+Node::~Node() {
+  // Take over the edges of every producer that only we keep alive, so their
+  // destructors run here in a loop instead of recursively.
+  std::vector<std::shared_ptr<Node>> orphans;
+  for (Edge& e : next)
+    if (e.node && e.node.use_count() == 1) orphans.push_back(std::move(e.node));
+  while (!orphans.empty()) {
+    std::shared_ptr<Node> n = std::move(orphans.back());
+    orphans.pop_back();
+    for (Edge& e : n->next)
+      if (e.node && e.node.use_count() == 1) orphans.push_back(std::move(e.node));
+    n->backward = nullptr;  // saved tensors may own further graphs only via detached data
+  }  // n dies here with its edges already emptied
+}
+
 bool grad_mode_enabled() { return g_grad_mode; }
 NoGradGuard::NoGradGuard() : prev_(g_grad_mode) { g_grad_mode = false; }
 NoGradGuard::~NoGradGuard() { g_grad_mode = prev_; }

@@ -33,6 +33,10 @@ struct Edge {
 };
 
 struct Node {
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  ~Node();  // iterative: dropping a 100 000-node chain must not recurse 100 000 deep
   const char* name = "";
   std::vector<Edge> next;  // one per op input, in order
   BackwardFn backward;     // reset after use: frees saved tensors

@@ -21,7 +21,8 @@ Shape::Shape(const std::vector<int64_t>& dims) {
 
 int64_t Shape::numel() const {
   int64_t n = 1;
-  for (int i = 0; i < ndim_; ++i) n *= d_[i];
+  for (int i = 0; i < ndim_; ++i)
+    if (__builtin_mul_overflow(n, d_[i], &n)) fail("Shape: ", str(), " has too many elements");
   return n;
 }
 

@@ -1,0 +1,80 @@
+// Activations: y = f(x) elementwise, each with its derivative f'(x) written
+// next to it (unary_op in elementwise_kernels.h applies gx = gy · f'(x)).
+#include "core/ops/activation.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/ops/elementwise_kernels.h"
+
+namespace sima {
+
+namespace {
+inline float sigmoidf(float v) { return 1.f / (1.f + std::exp(-v)); }
+constexpr float kInvSqrt2 = 0.70710678118654752f;     // 1/√2
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;   // 1/√(2π)
+}  // namespace
+
+// relu' = 1 where x > 0 (0 at 0, as PyTorch)
+Tensor relu(const Tensor& x) {
+  return unary_op("relu", x, [](float v) { return v > 0.f ? v : 0.f; },
+                  [](float v, float) { return v > 0.f ? 1.f : 0.f; }, kGrainElementwise);
+}
+
+// relu6' = 1 on the open interval (0, 6)
+Tensor relu6(const Tensor& x) {
+  return unary_op("relu6", x, [](float v) { return v < 0.f ? 0.f : (v > 6.f ? 6.f : v); },
+                  [](float v, float) { return v > 0.f && v < 6.f ? 1.f : 0.f; }, kGrainElementwise);
+}
+
+// gelu(x) = x·Φ(x), Φ(x) = (1 + erf(x/√2))/2
+// gelu'(x) = Φ(x) + x·φ(x), φ(x) = e^(−x²/2)/√(2π)
+Tensor gelu(const Tensor& x) {
+  return unary_op("gelu", x, [](float v) { return 0.5f * v * (1.f + std::erf(v * kInvSqrt2)); },
+                  [](float v, float) {
+                    float cdf = 0.5f * (1.f + std::erf(v * kInvSqrt2));
+                    float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+                    return cdf + v * pdf;
+                  });
+}
+
+// quick_gelu(x) = x·σ(1.702x);  d/dx = σ(1.702x) + 1.702·x·σ(1.702x)(1 − σ(1.702x))
+Tensor quick_gelu(const Tensor& x) {
+  return unary_op("quick_gelu", x, [](float v) { return v * sigmoidf(1.702f * v); },
+                  [](float v, float) {
+                    float s = sigmoidf(1.702f * v);
+                    return s + 1.702f * v * s * (1.f - s);
+                  });
+}
+
+// elu(x) = x (x > 0), α(eˣ − 1) (x ≤ 0);  d/dx = 1 or α·eˣ = y + α
+Tensor elu(const Tensor& x, float alpha) {
+  return unary_op("elu", x, [alpha](float v) { return v > 0.f ? v : alpha * std::expm1(v); },
+                  [alpha](float v, float y) { return v > 0.f ? 1.f : y + alpha; });
+}
+
+// softplus(x) = log(1 + e^(βx))/β, = x where βx > threshold;  d/dx = σ(βx) (1 past threshold)
+Tensor softplus(const Tensor& x, float beta, float threshold) {
+  check(beta != 0.f, "softplus: beta must be non-zero");
+  return unary_op("softplus", x,
+                  [beta, threshold](float v) {
+                    return beta * v > threshold ? v : std::log1p(std::exp(beta * v)) / beta;
+                  },
+                  [beta, threshold](float v, float) {
+                    return beta * v > threshold ? 1.f : sigmoidf(beta * v);
+                  });
+}
+
+// σ(x) = 1/(1 + e^−x);  σ' = y(1 − y)
+Tensor sigmoid(const Tensor& x) {
+  return unary_op("sigmoid", x, [](float v) { return sigmoidf(v); },
+                  [](float, float y) { return y * (1.f - y); });
+}
+
+// tanh' = 1 − y²
+Tensor tanh(const Tensor& x) {
+  return unary_op("tanh", x, [](float v) { return std::tanh(v); },
+                  [](float, float y) { return 1.f - y * y; });
+}
+
+}  // namespace sima
