@@ -102,9 +102,13 @@ void gemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
       }
     }
   };
-  const int64_t work = std::max<int64_t>(1, m * n * k) * std::max<int64_t>(1, count / std::max<int64_t>(1, count_c));
-  if (m * n * k >= kGemmBatchParallelWork) run(0, count_c);  // big matrices: OpenBLAS threads each
-  else parallel_for(count_c, std::max<int64_t>(1, kGemmGrain / work), run);
+  const int64_t mnk = m * n * k;
+  if (mnk >= kGemmBatchParallelWork) {  // big matrices: OpenBLAS splits each one
+    run(0, count_c);
+    return;
+  }
+  const int64_t work_per_target = std::max<int64_t>(1, mnk * (count / std::max<int64_t>(1, count_c)));
+  parallel_for(count_c, std::max<int64_t>(1, kGemmGrain / work_per_target), run);
 }
 
 std::vector<int64_t> iota(int64_t n) {
