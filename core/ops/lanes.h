@@ -46,4 +46,17 @@ void parallel_lanes(const DimLayout& L, int64_t grain, F&& f) {
   });
 }
 
+// Calls f(j, i) for every element j of the block of lanes [i0, i0 + w) of one slab starting
+// at `base` = L.base(o, i0), with i the lane within the block. The inner loop runs over
+// contiguous memory either way (k along a row, i across interleaved lanes), so it vectorises.
+template <class F>
+inline void for_each_in_block(const DimLayout& L, int64_t base, int64_t w, F&& f) {
+  if (L.inner == 1) {
+    for (int64_t k = 0; k < L.n; ++k) f(base + k, int64_t(0));
+  } else {
+    for (int64_t k = 0; k < L.n; ++k)
+      for (int64_t i = 0; i < w; ++i) f(base + k * L.inner + i, i);
+  }
+}
+
 }  // namespace sima

@@ -276,11 +276,7 @@ Tensor normalize(const Tensor& x, float p, int dim, float eps) {
       pn[o * in + i0 + i] = nrm;
       inv[i] = std::max(nrm, eps);  // the divisor, as F.normalize: x / clamp_min(‖x‖, eps)
     }
-    for (int64_t k = 0; k < n; ++k) {
-      const float* xk = px + base + k * in;
-      float* yk = py + base + k * in;
-      for (int64_t i = 0; i < w; ++i) yk[i] = xk[i] / inv[i];
-    }
+    for_each_in_block(L, base, w, [&](int64_t j, int64_t i) { py[j] = px[j] / inv[i]; });
   });
 
   if (needs_grad(x))
@@ -313,10 +309,7 @@ Tensor normalize(const Tensor& x, float p, int dim, float eps) {
           a[i] = 1.f / std::max(nrm, eps);
           c[i] = nrm >= eps ? s[i] / nrm : 0.f;
         }
-        for (int64_t k = 0; k < n; ++k) {
-          const int64_t off = base + k * in;
-          for (int64_t i = 0; i < w; ++i) pd[off + i] = pg[off + i] * a[i] - t_of(py[off + i]) * c[i];
-        }
+        for_each_in_block(L, base, w, [&](int64_t j, int64_t i) { pd[j] = pg[j] * a[i] - t_of(py[j]) * c[i]; });
       });
       return {dx};
     });

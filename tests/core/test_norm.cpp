@@ -247,6 +247,36 @@ TEST_CASE("normalize: matches a double-precision reference along every dim") {
       check_close(normalize(x, float(p), dim), ref_normalize(x, p, dim < 0 ? dim + 3 : dim, 1e-12),
                   1e-6f, 1e-5f);
     }
+  // (3, 8, 1001) along dim 1: 3003 interleaved lanes, split across threads mid-slab.
+  Tensor big = randn_leaf({3, 8, 1001}, 52, false);
+  big.requires_grad_();
+  Tensor g = randn_leaf({3, 8, 1001}, 53, false);
+  for (int p : {1, 2}) {
+    CAPTURE(p);
+    std::vector<float> y = ref_normalize(big, p, 1, 1e-12);
+    big.zero_grad();
+    Tensor out = normalize(big, float(p), 1);
+    check_close(out, y, 1e-6f, 1e-5f);
+    // Backward against REFERENCE.md §1.2 evaluated in double: dx = (g − t·s)/n.
+    out.backward(g);
+    std::vector<float> expect(big.numel());
+    for (int64_t o = 0; o < 3; ++o)
+      for (int64_t i = 0; i < 1001; ++i) {
+        auto at = [&](int64_t k) { return (o * 8 + k) * 1001 + i; };
+        double n = 0, s = 0;
+        for (int64_t k = 0; k < 8; ++k) {
+          const double v = big.data()[at(k)];
+          n += p == 1 ? std::fabs(v) : v * v;
+          s += g.data()[at(k)] * y[at(k)];
+        }
+        if (p == 2) n = std::sqrt(n);
+        for (int64_t k = 0; k < 8; ++k) {
+          const double v = big.data()[at(k)], t = p == 1 ? (v > 0) - (v < 0) : y[at(k)];
+          expect[at(k)] = static_cast<float>((g.data()[at(k)] - t * s) / n);
+        }
+      }
+    check_close(big.grad(), expect, 1e-5f, 1e-4f);
+  }
 }
 
 TEST_CASE("normalize: gradcheck, p = 1 and 2, dims 0/1/-1, size-1 dims") {

@@ -50,6 +50,11 @@ std::vector<float> reduce_rows(const std::vector<double>& rows, Reduction r) {
   return {static_cast<float>(r == Reduction::Mean ? s / rows.size() : s)};
 }
 
+std::vector<float> slice_row(const Tensor& y, int64_t r) {
+  const int64_t C = y.size(1);
+  return {y.data() + r * C, y.data() + (r + 1) * C};
+}
+
 const Reduction kReductions[] = {Reduction::Mean, Reduction::Sum, Reduction::None};
 
 }  // namespace
@@ -80,6 +85,40 @@ TEST_CASE("softmax, log_softmax: match a double-precision reference along every 
   Tensor big = randn_leaf({500, 33}, 2, false);
   check_close(softmax(big, 1), ref_softmax(big, 1, false), 1e-6f, 1e-5f);
   check_close(log_softmax(big, 0), ref_softmax(big, 0, true), 1e-5f, 1e-5f);
+}
+
+TEST_CASE("softmax, log_softmax: parallel lanes of a non-last dim, forward and backward") {
+  // (3, 8, 1001) along dim 1: 3003 interleaved lanes, split across threads mid-slab.
+  Tensor x = randn_leaf({3, 8, 1001}, 5);
+  Tensor g = randn_leaf({3, 8, 1001}, 6, false);
+  for (bool log : {false, true}) {
+    CAPTURE(log);
+    x.zero_grad();
+    Tensor y = log ? log_softmax(x, 1) : softmax(x, 1);
+    std::vector<float> ref = ref_softmax(x, 1, log);
+    check_close(y, ref, 1e-5f, 1e-5f);
+    y.backward(g);
+    // dx = y(g − Σ g·y) for softmax, g − p·Σ g for log_softmax, per lane (o, i).
+    std::vector<float> expect(x.numel());
+    for (int64_t o = 0; o < 3; ++o)
+      for (int64_t i = 0; i < 1001; ++i) {
+        auto at = [&](int64_t k) { return (o * 8 + k) * 1001 + i; };
+        double s = 0;
+        for (int64_t k = 0; k < 8; ++k) s += g.data()[at(k)] * (log ? 1.0 : ref[at(k)]);
+        for (int64_t k = 0; k < 8; ++k) {
+          const double gk = g.data()[at(k)], yk = ref[at(k)];
+          expect[at(k)] = static_cast<float>(log ? gk - std::exp(yk) * s : yk * (gk - s));
+        }
+      }
+    check_close(x.grad(), expect, 1e-5f, 1e-4f);
+  }
+}
+
+TEST_CASE("softmax: NaN in a lane makes that lane NaN, others untouched") {
+  Tensor x = from_vector({1.f, NAN, 2.f, 0.f, 0.f, 0.f}, {2, 3});
+  Tensor y = softmax(x, 1);
+  for (int j = 0; j < 3; ++j) CHECK(std::isnan(y.at({0, j})));
+  check_close(from_vector(slice_row(y, 1)), {1.f / 3, 1.f / 3, 1.f / 3});
 }
 
 TEST_CASE("softmax, log_softmax: stable for huge logits") {
