@@ -1,0 +1,319 @@
+// Normalisation ops: layer_norm, batch_norm2d, normalize. Each is one fused node; the
+// backward is written under its forward with the derivation (REFERENCE.md §1.2).
+//
+// layer_norm and batch_norm share one gradient. With x̂ = (x − μ)·σ⁻¹ over a group of N
+// values (a row for layer_norm, a channel for batch_norm), y = x̂·w + b and ĝ = g·w:
+//   dx̂ = ĝ,   dσ⁻¹ / dx = −σ⁻³(x − μ)/N,   dμ/dx = 1/N
+//   dx = σ⁻¹ (ĝ − mean(ĝ) − x̂ · mean(ĝ·x̂))
+//   dw = Σ g·x̂,   db = Σ g        (summed over the positions sharing that w, b)
+#include "core/ops/norm.h"
+
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/ops/lanes.h"
+#include "core/parallel.h"
+
+namespace sima {
+
+namespace {
+
+// weight / bias / running stats: undefined, or of shape (C).
+void check_param(const char* op, const char* what, const Tensor& t, int64_t C, const Shape& x) {
+  if (!t.defined()) return;
+  check(t.shape() == Shape{C}, op, ": ", what, " of shape ", t.shape(), " for input of shape ", x,
+        " (expected (", C, "))");
+}
+
+const float* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
+
+// y[j] = x̂·w + b with x̂ = (x[j] − m)·rs over n values (w, b scalars or per-element).
+// Four loops rather than a branch inside one, so each vectorises.
+inline void affine_row(const float* x, float* y, int64_t n, float m, float rs, const float* w,
+                       const float* b) {
+  if (w && b)
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) * rs * w[j] + b[j];
+  else if (w)
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) * rs * w[j];
+  else if (b)
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) * rs + b[j];
+  else
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) * rs;
+}
+
+}  // namespace
+
+// ---- layer_norm ---------------------------------------------------------------
+// x (..., C) seen as R rows of C; weight, bias (C) or undefined; y like x.
+// Saved for backward: x, weight, and per row mean (R) and rstd = 1/sqrt(var + eps) (R).
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  check(x.dim() >= 1, "layer_norm: input must have at least one dim, got shape ", x.shape());
+  const int64_t C = x.size(-1), R = C ? x.numel() / C : 0;
+  check_param("layer_norm", "weight", weight, C, x.shape());
+  check_param("layer_norm", "bias", bias, C, x.shape());
+
+  Tensor y = empty(x.shape()), mean = empty({R}), rstd = empty({R});
+  const float *px = x.data(), *pw = data_or_null(weight), *pb = data_or_null(bias);
+  float *py = y.data(), *pm = mean.data(), *pr = rstd.data();
+  parallel_for(R, std::max<int64_t>(1, kGrainRows / std::max<int64_t>(1, C)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = px + r * C;
+      float s = 0.f;
+#pragma omp simd reduction(+ : s)
+      for (int64_t c = 0; c < C; ++c) s += xr[c];
+      const float m = s / C;
+      float v = 0.f;  // second pass over the (cached) row: no cancellation in E[x²] − μ²
+#pragma omp simd reduction(+ : v)
+      for (int64_t c = 0; c < C; ++c) v += (xr[c] - m) * (xr[c] - m);
+      const float rs = 1.f / std::sqrt(v / C + eps);
+      pm[r] = m;
+      pr[r] = rs;
+      affine_row(xr, py + r * C, C, m, rs, pw, pb);
+    }
+  });
+
+  if (needs_grad(x, weight, bias))
+    attach_grad_fn(y, "layer_norm", {x, weight, bias},
+                   [xs = x.detach(), ws = weight.defined() ? weight.detach() : Tensor(), mean, rstd,
+                    rx = x.requires_grad(), rw = weight.requires_grad(),
+                    rb = bias.requires_grad()](const Tensor& g) -> Grads {
+      // g (R, C) -> dx (R, C), dw (C), db (C). dx per row (formula at the top of the file);
+      // dw, db are sums over rows: each chunk of rows sums into its own partial row, and the
+      // partials are added in a fixed order (deterministic at a given thread count).
+      const int64_t C = xs.size(-1), R = C ? xs.numel() / C : 0;
+      const bool want_wb = rw || rb;
+      const int64_t chunks = std::clamp<int64_t>(R * C / kGrainRows, 1, num_threads());
+      Tensor dx = rx ? empty(xs.shape()) : Tensor();
+      Tensor part = want_wb ? zeros({chunks, 2, C}) : Tensor();  // [chunk][dw, db][C]
+      const float *px = xs.data(), *pg = g.data(), *pw = data_or_null(ws);
+      const float *pm = mean.data(), *pr = rstd.data();
+      float* pdx = rx ? dx.data() : nullptr;
+      float* pp = want_wb ? part.data() : nullptr;
+      parallel_for(chunks, 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          float *pdw = want_wb ? pp + t * 2 * C : nullptr, *pdb = want_wb ? pdw + C : nullptr;
+          for (int64_t r = R * t / chunks, r1 = R * (t + 1) / chunks; r < r1; ++r) {
+            const float *xr = px + r * C, *gr = pg + r * C;
+            const float m = pm[r], rs = pr[r];
+            if (want_wb)
+              for (int64_t c = 0; c < C; ++c) {
+                pdw[c] += gr[c] * (xr[c] - m) * rs;
+                pdb[c] += gr[c];
+              }
+            if (!rx) continue;
+            float sg = 0.f, sgx = 0.f;  // Σ ĝ, Σ ĝ·x̂
+#pragma omp simd reduction(+ : sg, sgx)
+            for (int64_t c = 0; c < C; ++c) {
+              const float gh = pw ? gr[c] * pw[c] : gr[c];
+              sg += gh;
+              sgx += gh * (xr[c] - m) * rs;
+            }
+            const float mg = sg / C, mgx = sgx / C;
+            float* dr = pdx + r * C;
+            for (int64_t c = 0; c < C; ++c) {
+              const float gh = pw ? gr[c] * pw[c] : gr[c];
+              dr[c] = rs * (gh - mg - (xr[c] - m) * rs * mgx);
+            }
+          }
+        }
+      });
+      Tensor dw = rw ? zeros({C}) : Tensor(), db = rb ? zeros({C}) : Tensor();
+      for (int64_t t = 0; t < (want_wb ? chunks : 0); ++t)
+        for (int64_t c = 0; c < C; ++c) {
+          if (rw) dw.data()[c] += pp[t * 2 * C + c];
+          if (rb) db.data()[c] += pp[t * 2 * C + C + c];
+        }
+      return {dx, dw, db};
+    });
+  return y;
+}
+
+// ---- batch_norm2d -------------------------------------------------------------
+// x (B, C, *) seen as B·C planes of HW = prod(*) values; channel c owns planes b·C + c,
+// N = B·HW values. weight, bias, running_mean, running_var (C) or undefined.
+// Per channel: (μ, σ⁻¹) from the batch (training, biased var) or the running stats (eval);
+// y = (x − μ)·σ⁻¹·w + b. Saved for backward: x, weight, μ (C), σ⁻¹ (C), the mode.
+Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                    const Tensor& running_mean, const Tensor& running_var, bool training,
+                    float momentum, float eps) {
+  check(x.dim() >= 2, "batch_norm2d: input must be (B, C, H, W) or (B, C), got shape ", x.shape());
+  const int64_t B = x.size(0), C = x.size(1), HW = prod(x.shape(), 2, x.dim()), N = B * HW;
+  check_param("batch_norm2d", "weight", weight, C, x.shape());
+  check_param("batch_norm2d", "bias", bias, C, x.shape());
+  check_param("batch_norm2d", "running_mean", running_mean, C, x.shape());
+  check_param("batch_norm2d", "running_var", running_var, C, x.shape());
+  check(running_mean.defined() == running_var.defined(),
+        "batch_norm2d: running_mean and running_var must be given together");
+  check(training || running_mean.defined(),
+        "batch_norm2d: running_mean and running_var are required in eval mode");
+  check(!training || N > 1, "batch_norm2d: expected more than 1 value per channel when training, "
+                            "got input of shape ", x.shape());
+
+  Tensor y = empty(x.shape()), mean = empty({C}), rstd = empty({C});
+  const float *px = x.data(), *pw = data_or_null(weight), *pb = data_or_null(bias);
+  float *py = y.data(), *pm = mean.data(), *pr = rstd.data();
+  float* prm = running_mean.defined() ? running_mean.data() : nullptr;
+  float* prv = running_var.defined() ? running_var.data() : nullptr;
+  parallel_for(C, std::max<int64_t>(1, kGrainRows / std::max<int64_t>(1, N)), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      float m, rs;
+      if (training) {  // double sums: N = B·H·W can be 10⁵ and more
+        double s = 0.0, v = 0.0;
+        for (int64_t b = 0; b < B; ++b) {
+          const float* xp = px + (b * C + c) * HW;
+#pragma omp simd reduction(+ : s)
+          for (int64_t j = 0; j < HW; ++j) s += xp[j];
+        }
+        const double md = s / N;
+        for (int64_t b = 0; b < B; ++b) {
+          const float* xp = px + (b * C + c) * HW;
+#pragma omp simd reduction(+ : v)
+          for (int64_t j = 0; j < HW; ++j) v += (xp[j] - md) * (xp[j] - md);
+        }
+        m = static_cast<float>(md);
+        rs = static_cast<float>(1.0 / std::sqrt(v / N + eps));
+        if (prm) {  // running stats take the unbiased variance, as PyTorch
+          prm[c] = (1.f - momentum) * prm[c] + momentum * m;
+          prv[c] = (1.f - momentum) * prv[c] + momentum * static_cast<float>(v / (N - 1));
+        }
+      } else {
+        m = prm[c];
+        rs = 1.f / std::sqrt(prv[c] + eps);
+      }
+      pm[c] = m;
+      pr[c] = rs;
+      // Per channel w and b are scalars: fold them into the affine map of every plane.
+      const float wc = pw ? pw[c] : 1.f, bc = pb ? pb[c] : 0.f;
+      for (int64_t b = 0; b < B; ++b) {
+        const float* xp = px + (b * C + c) * HW;
+        float* yp = py + (b * C + c) * HW;
+        for (int64_t j = 0; j < HW; ++j) yp[j] = (xp[j] - m) * rs * wc + bc;
+      }
+    }
+  });
+
+  if (needs_grad(x, weight, bias))
+    attach_grad_fn(y, "batch_norm2d", {x, weight, bias},
+                   [xs = x.detach(), ws = weight.defined() ? weight.detach() : Tensor(), mean, rstd,
+                    training, rx = x.requires_grad(), rw = weight.requires_grad(),
+                    rb = bias.requires_grad()](const Tensor& g) -> Grads {
+      // g (B, C, *) -> dx (B, C, *), dw (C), db (C), per channel in parallel.
+      // training: dx = σ⁻¹(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)) (μ, σ depend on x).
+      // eval:     dx = σ⁻¹·ĝ (μ, σ are constants: the op is a per-channel affine map).
+      const int64_t B = xs.size(0), C = xs.size(1), HW = prod(xs.shape(), 2, xs.dim()), N = B * HW;
+      Tensor dx = rx ? empty(xs.shape()) : Tensor();
+      Tensor dw = rw ? empty({C}) : Tensor(), db = rb ? empty({C}) : Tensor();
+      const float *px = xs.data(), *pg = g.data(), *pw = data_or_null(ws);
+      const float *pm = mean.data(), *pr = rstd.data();
+      parallel_for(C, std::max<int64_t>(1, kGrainRows / std::max<int64_t>(1, N)), [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const float m = pm[c], rs = pr[c], wc = pw ? pw[c] : 1.f;
+          double sg = 0.0, sgx = 0.0;  // Σ g, Σ g·x̂ over the channel
+          for (int64_t b = 0; b < B; ++b) {
+            const float *xp = px + (b * C + c) * HW, *gp = pg + (b * C + c) * HW;
+#pragma omp simd reduction(+ : sg, sgx)
+            for (int64_t j = 0; j < HW; ++j) {
+              sg += gp[j];
+              sgx += gp[j] * (xp[j] - m) * rs;
+            }
+          }
+          if (rw) dw.data()[c] = static_cast<float>(sgx);
+          if (rb) db.data()[c] = static_cast<float>(sg);
+          if (!rx) continue;
+          // ĝ = g·w, so mean(ĝ) = w·Σg/N and mean(ĝ·x̂) = w·Σg·x̂/N.
+          const float mg = training ? static_cast<float>(wc * sg / N) : 0.f;
+          const float mgx = training ? static_cast<float>(wc * sgx / N) : 0.f;
+          for (int64_t b = 0; b < B; ++b) {
+            const float *xp = px + (b * C + c) * HW, *gp = pg + (b * C + c) * HW;
+            float* dp = dx.data() + (b * C + c) * HW;
+            for (int64_t j = 0; j < HW; ++j) dp[j] = rs * (gp[j] * wc - mg - (xp[j] - m) * rs * mgx);
+          }
+        }
+      });
+      return {dx, dw, db};
+    });
+  return y;
+}
+
+// ---- normalize ----------------------------------------------------------------
+// x seen along dim as (outer, n, inner); y = x / max(‖x‖_p, eps) per lane (o, i).
+// Saved for backward: y and the lane norms (outer·inner).
+Tensor normalize(const Tensor& x, float p, int dim, float eps) {
+  check(p == 1.f || p == 2.f, "normalize: p must be 1 or 2, got ", p);
+  dim = wrap_dim(dim, x.dim(), "normalize");
+  const DimLayout L = dim_layout(x.shape(), dim);
+  const bool l1 = p == 1.f;
+  Tensor y = empty(x.shape()), norms = empty({L.lanes()});
+  const float* px = x.data();
+  float *py = y.data(), *pn = norms.data();
+  parallel_lanes(L, kGrainRows, [&](int64_t o, int64_t i0, int64_t i1) {
+    const int64_t n = L.n, in = L.inner, w = i1 - i0, base = L.base(o, i0);
+    float acc[kLaneBlock] = {};
+    if (in == 1) {  // one contiguous row
+      const float* xr = px + base;
+      float s = 0.f;
+      if (l1) {
+#pragma omp simd reduction(+ : s)
+        for (int64_t k = 0; k < n; ++k) s += std::fabs(xr[k]);
+      } else {
+#pragma omp simd reduction(+ : s)
+        for (int64_t k = 0; k < n; ++k) s += xr[k] * xr[k];
+      }
+      acc[0] = s;
+    } else {  // w interleaved lanes, stride `in` along k
+      for (int64_t k = 0; k < n; ++k) {
+        const float* xk = px + base + k * in;
+        if (l1)
+          for (int64_t i = 0; i < w; ++i) acc[i] += std::fabs(xk[i]);
+        else
+          for (int64_t i = 0; i < w; ++i) acc[i] += xk[i] * xk[i];
+      }
+    }
+    float inv[kLaneBlock];
+    for (int64_t i = 0; i < w; ++i) {
+      const float nrm = l1 ? acc[i] : std::sqrt(acc[i]);
+      pn[o * in + i0 + i] = nrm;
+      inv[i] = std::max(nrm, eps);  // the divisor, as F.normalize: x / clamp_min(‖x‖, eps)
+    }
+    for_each_in_block(L, base, w, [&](int64_t j, int64_t i) { py[j] = px[j] / inv[i]; });
+  });
+
+  if (needs_grad(x))
+    attach_grad_fn(y, "normalize", {x}, [ys = y.detach(), norms, L, l1, eps](const Tensor& g) -> Grads {
+      // g like y -> dx like x, per lane with s = Σ_k g·y and t = y (ℓ2) or sign(x) (ℓ1):
+      //   ‖x‖ ≥ eps:  y = x/n,  dn/dx = t, so dx = g/n − t·(Σ g·x)/n² = (g − t·s)/n
+      //   ‖x‖ < eps:  y = x/eps, the clamp blocks n, so dx = g/eps
+      // Both are dx = g·a − t·c with a = 1/max(n, eps) and c = s/n or 0.
+      // sign(x) = sign(y) since the divisor is positive (sign(0) = 0, as PyTorch).
+      Tensor dx = empty(ys.shape());
+      const float *py = ys.data(), *pg = g.data(), *pn = norms.data();
+      float* pd = dx.data();
+      auto t_of = [l1](float yv) { return l1 ? float((yv > 0.f) - (yv < 0.f)) : yv; };
+      parallel_lanes(L, kGrainRows, [&](int64_t o, int64_t i0, int64_t i1) {
+        const int64_t n = L.n, in = L.inner, w = i1 - i0, base = L.base(o, i0);
+        float s[kLaneBlock] = {};
+        if (in == 1) {
+          const float *yr = py + base, *gr = pg + base;
+          float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+          for (int64_t k = 0; k < n; ++k) acc += gr[k] * yr[k];
+          s[0] = acc;
+        } else {
+          for (int64_t k = 0; k < n; ++k)
+            for (int64_t i = 0; i < w; ++i) s[i] += pg[base + k * in + i] * py[base + k * in + i];
+        }
+        float a[kLaneBlock], c[kLaneBlock];
+        for (int64_t i = 0; i < w; ++i) {
+          const float nrm = pn[o * in + i0 + i];
+          a[i] = 1.f / std::max(nrm, eps);
+          c[i] = nrm >= eps ? s[i] / nrm : 0.f;
+        }
+        for_each_in_block(L, base, w, [&](int64_t j, int64_t i) { pd[j] = pg[j] * a[i] - t_of(py[j]) * c[i]; });
+      });
+      return {dx};
+    });
+  return y;
+}
+
+}  // namespace sima
