@@ -10,10 +10,12 @@
 
 namespace sima::testing {
 
-// CHECK_GRADCHECK(fn, {x, y}) — fails with the first mismatching element.
-#define CHECK_GRADCHECK(fn, ...)                                          \
+// CHECK_GRADCHECK(fn, inputs[, options]) — fails with the first mismatching element.
+// (Variadic so that a lambda with several captures, whose commas split macro
+// arguments, can be passed directly.)
+#define CHECK_GRADCHECK(...)                                              \
   do {                                                                    \
-    auto _r = ::sima::gradcheck((fn), __VA_ARGS__);                       \
+    auto _r = ::sima::gradcheck(__VA_ARGS__);                             \
     INFO("gradcheck: " << _r.message << " (checked " << _r.checked << ")"); \
     CHECK(_r.ok);                                                         \
     CHECK(_r.checked > 0);                                                \
