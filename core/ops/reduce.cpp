@@ -68,6 +68,29 @@ ReduceDims reduce_dims(const char* op, const Shape& s, const std::vector<int>& d
 }
 
 // ---- the sum kernel ---------------------------------------------------------
+// One summand: x, or (x - c)² for the second pass of var.
+template <bool kSquaredDeviation>
+inline double reduce_term(float v, double c) {
+  if constexpr (kSquaredDeviation) {
+    double d = static_cast<double>(v) - c;
+    return d * d;
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// Σ term(p[i]) over a contiguous run. Eight independent accumulators let the adds
+// pipeline (and vectorise); the split is fixed, so the result is too.
+template <bool kSquaredDeviation>
+double sum_run(const float* p, int64_t n, double c) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += reduce_term<kSquaredDeviation>(p[i + k], c);
+  for (; i < n; ++i) acc[0] += reduce_term<kSquaredDeviation>(p[i], c);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 // out[o] = scale · Σ_r x[o, r]              (kSquaredDeviation = false)
 // out[o] = scale · Σ_r (x[o, r] - c[o])²     (kSquaredDeviation = true, c laid out like out)
 template <bool kSquaredDeviation>
@@ -126,14 +149,7 @@ void reduce_sum_kernel(const Tensor& x, const ReduceDims& rd, const float* cente
     }
     return off;
   };
-  auto term = [](float v, double c) {
-    if constexpr (kSquaredDeviation) {
-      double d = static_cast<double>(v) - c;
-      return d * d;
-    } else {
-      return static_cast<double>(v);
-    }
-  };
+  auto term = [](float v, double c) { return reduce_term<kSquaredDeviation>(v, c); };
   const int64_t work_per_out = rd.count;
 
   if (!last_kept) {
@@ -147,9 +163,8 @@ void reduce_sum_kernel(const Tensor& x, const ReduceDims& rd, const float* cente
       std::vector<double> part(nb);
       parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
-          double acc = 0.0;
-          for (int64_t i = b * kBlock, e = std::min(n, i + kBlock); i < e; ++i) acc += term(px[i], c);
-          part[b] = acc;
+          const int64_t i0 = b * kBlock;
+          part[b] = sum_run<kSquaredDeviation>(px + i0, std::min(kBlock, n - i0), c);
         }
       });
       double acc = 0.0;
@@ -163,8 +178,7 @@ void reduce_sum_kernel(const Tensor& x, const ReduceDims& rd, const float* cente
                      const float* base = px + kept_offset(o);
                      const double c = kSquaredDeviation ? center[o] : 0.0;
                      double acc = 0.0;
-                     for (int64_t r : roff)
-                       for (int64_t i = 0; i < inner; ++i) acc += term(base[r + i], c);
+                     for (int64_t r : roff) acc += sum_run<kSquaredDeviation>(base + r, inner, c);
                      out[o] = static_cast<float>(acc * scale);
                    }
                  });
@@ -274,6 +288,47 @@ void max_kernel(const Tensor& x, int dim, float* vals, int64_t* idx) {
   const int64_t outer = prod(s, 0, dim), r_len = s.ndim() ? s[dim] : 1;
   const int64_t inner = prod(s, dim + 1, s.ndim());
   const float* px = x.data();
+  if (inner == 1) {
+    // Max along the last dim, per contiguous row: first the value, over eight independent
+    // lanes written so they vectorise (v > m ? v : m is one maxps), with NaNs flagged
+    // separately; then the first index holding it.
+    parallel_for(outer, std::max<int64_t>(1, kGrainElementwise / r_len), [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        const float* row = px + o * r_len;
+        float lane[8];
+        int nan[8] = {};
+        std::fill(lane, lane + 8, row[0]);
+        int64_t r = 0;
+        for (; r + 8 <= r_len; r += 8)
+          for (int k = 0; k < 8; ++k) {
+            const float v = row[r + k];
+            lane[k] = v > lane[k] ? v : lane[k];
+            nan[k] |= v != v;
+          }
+        for (; r < r_len; ++r) {
+          lane[0] = row[r] > lane[0] ? row[r] : lane[0];
+          nan[0] |= row[r] != row[r];
+        }
+        float best = lane[0];
+        bool any_nan = nan[0];
+        for (int k = 1; k < 8; ++k) {
+          best = lane[k] > best ? lane[k] : best;
+          any_nan |= nan[k];
+        }
+        int64_t at = 0;
+        if (any_nan) {
+          while (row[at] == row[at]) ++at;  // the first NaN wins
+          best = row[at];
+        } else {
+          while (row[at] != best) ++at;
+        }
+        vals[o] = best;
+        idx[o] = at;
+      }
+    });
+    return;
+  }
+  // Otherwise tasks are (o, block of kCols columns), scanning rows of the block.
   constexpr int64_t kCols = 256;
   const int64_t col_blocks = (inner + kCols - 1) / kCols;
   const int64_t work_per_task = std::min(inner, kCols) * r_len;

@@ -56,7 +56,37 @@ void copy_block(const float* src, const Strides& ss, float* dst, const Strides& 
     dst[0] = src[0];
     return;
   }
-  // Rows along the innermost coalesced dim (index 0 here: the order is inner to outer).
+  // A transposing copy (dst steps by 1 along dim 0, src along another dim t) would read with
+  // a stride along every row: walk 32×32 tiles of dims 0 and t instead, so that each tile
+  // touches 32 cache lines of src and 32 of dst.
+  int t = 1;
+  while (t < m && cs[t] != 1) ++t;
+  if (cd[0] == 1 && cs[0] != 1 && t < m) {
+    constexpr int64_t kTile = 32;
+    const int64_t n0 = size[0], nt = size[t], t_tiles = (nt + kTile - 1) / kTile;
+    const int64_t others = shape.numel() / (n0 * nt);
+    parallel_for(others * t_tiles, std::max<int64_t>(1, kGrainElementwise / (kTile * n0)),
+                 [&](int64_t q0, int64_t q1) {
+                   for (int64_t q = q0; q < q1; ++q) {
+                     int64_t k = q / t_tiles, os = 0, od = 0;
+                     for (int i = 1; i < m; ++i) {
+                       if (i == t) continue;
+                       os += (k % size[i]) * cs[i];
+                       od += (k % size[i]) * cd[i];
+                       k /= size[i];
+                     }
+                     const int64_t t0 = (q % t_tiles) * kTile, t1 = std::min(nt, t0 + kTile);
+                     for (int64_t i0 = 0; i0 < n0; i0 += kTile)
+                       for (int64_t j = t0; j < t1; ++j) {
+                         const float* s = src + os + j;  // cs[t] = 1
+                         float* d = dst + od + j * cd[t];
+                         for (int64_t i = i0, e = std::min(n0, i0 + kTile); i < e; ++i) d[i] = s[i * cs[0]];
+                       }
+                   }
+                 });
+    return;
+  }
+  // Otherwise rows along the innermost coalesced dim (index 0: the order is inner to outer).
   const int64_t inner = size[0], rows = shape.numel() / inner;
   const bool contiguous_row = cs[0] == 1 && cd[0] == 1;
   parallel_for(rows, std::max<int64_t>(1, kGrainElementwise / inner), [&](int64_t r0, int64_t r1) {
@@ -353,8 +383,9 @@ Tensor expand(const Tensor& x, const std::vector<int64_t>& sizes) {
       dims[i] = s[j];
     } else {
       check(sizes[i] >= 0, "expand: invalid size ", sizes[i], " in ", list_str(sizes));
-      check(j < 0 || s[j] == 1 || s[j] == sizes[i], "expand: shape ", s, " cannot be expanded to ",
-            list_str(sizes), " (dim ", i, " has size ", s[j], ", not 1)");
+      const int64_t had = j >= 0 ? s[j] : 1;  // a new leading dim counts as size 1
+      check(had == 1 || had == sizes[i], "expand: shape ", s, " cannot be expanded to ",
+            list_str(sizes), " (dim ", i, " has size ", had, ", not 1)");
       dims[i] = sizes[i];
     }
   }

@@ -303,6 +303,15 @@ TEST_CASE("max: large shapes agree with a naive scan") {
   }
   std::vector<float> v = to_vector(x);
   CHECK(max(x).item() == *std::max_element(v.begin(), v.end()));
+  // Long rows (past the 8-lane scan): first of tied maxima, and a NaN late in the row.
+  std::vector<float> rows(2 * 20, 0.f);
+  rows[11] = rows[17] = 4.f;  // row 0: max at 11 and 17
+  rows[20 + 2] = 9.f;
+  rows[20 + 13] = NAN;  // row 1: NaN at 13 beats 9 at 2
+  MaxResult rl = max(from_vector(rows, {2, 20}), -1);
+  CHECK(rl.indices == std::vector<int64_t>{11, 13});
+  CHECK(rl.values.data()[0] == 4.f);
+  CHECK(std::isnan(rl.values.data()[1]));
 }
 
 TEST_CASE("reduction errors name the op, the dim and the shape") {
