@@ -290,8 +290,8 @@ void max_kernel(const Tensor& x, int dim, float* vals, int64_t* idx) {
   const float* px = x.data();
   if (inner == 1) {
     // Max along the last dim, per contiguous row: first the value, over eight independent
-    // lanes written so they vectorise (v > m ? v : m is one maxps), with NaNs flagged
-    // separately; then the first index holding it.
+    // lanes (v > m ? v : m is one branch-free maxss; one running max would be a single
+    // dependency chain), with NaNs flagged separately; then the first index holding it.
     parallel_for(outer, std::max<int64_t>(1, kGrainElementwise / r_len), [&](int64_t o0, int64_t o1) {
       for (int64_t o = o0; o < o1; ++o) {
         const float* row = px + o * r_len;
