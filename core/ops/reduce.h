@@ -10,7 +10,8 @@ namespace sima {
 // Over all elements -> 0-d tensor.
 Tensor sum(const Tensor& x);
 Tensor mean(const Tensor& x);
-// Over `dims` (each once); keepdim keeps them as size 1.
+// Over `dims` (each once); keepdim keeps them as size 1. An empty `dims` reduces every
+// dim, as torch.sum(x, dim=[]) does. Sums accumulate in double, deterministically.
 Tensor sum(const Tensor& x, const std::vector<int>& dims, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int>& dims, bool keepdim = false);
 // Variance with Bessel-style `correction` (1 = unbiased, torch's default; 0 = population).
@@ -24,7 +25,9 @@ struct MaxResult {
   std::vector<int64_t> indices;
 };
 MaxResult max(const Tensor& x, int dim, bool keepdim = false);
-Tensor max(const Tensor& x);  // over all elements -> 0-d
+// Over all elements -> 0-d; the gradient goes to the first maximal element (torch splits it
+// evenly between tied maxima here). NaN counts as the maximum, as in torch.
+Tensor max(const Tensor& x);
 std::vector<int64_t> argmax(const Tensor& x, int dim);
 
 }  // namespace sima

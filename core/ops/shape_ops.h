@@ -22,14 +22,16 @@ Tensor transpose(const Tensor& x, int dim0, int dim1);          // copies
 // Every tensor here is contiguous already: returns a differentiable copy.
 Tensor contiguous(const Tensor& x);
 
-// x.narrow(dim, start, length): a view when dim is the leading non-unit dim, else a copy.
+// x.narrow(dim, start, length): a view (shared storage) when every dim before `dim` has
+// size 1, else a copy. A negative start counts from the end.
 Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length);
 // x[..., start:end, ...] along dim (end exclusive, negative start/end count from the end).
 Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end);
 
 Tensor cat(const std::vector<Tensor>& xs, int dim);
 Tensor stack(const std::vector<Tensor>& xs, int dim);
-// Pieces of split_size along dim (the last may be smaller), as torch.split.
+// Pieces of split_size along dim (the last may be smaller), as torch.split; each piece is
+// a narrow of x (so a view when narrow makes one).
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int dim);
 std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& sizes, int dim);
 // `chunks` pieces of ceil(size/chunks), as torch.chunk.
