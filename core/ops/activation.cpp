@@ -6,11 +6,11 @@
 
 #include "core/error.h"
 #include "core/ops/elementwise_kernels.h"
+#include "core/ops/vmath.h"
 
 namespace sima {
 
 namespace {
-inline float sigmoidf(float v) { return 1.f / (1.f + std::exp(-v)); }
 constexpr float kInvSqrt2 = 0.70710678118654752f;     // 1/√2
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;   // 1/√(2π)
 }  // namespace
@@ -30,26 +30,26 @@ Tensor relu6(const Tensor& x) {
 // gelu(x) = x·Φ(x), Φ(x) = (1 + erf(x/√2))/2
 // gelu'(x) = Φ(x) + x·φ(x), φ(x) = e^(−x²/2)/√(2π)
 Tensor gelu(const Tensor& x) {
-  return unary_op("gelu", x, [](float v) { return 0.5f * v * (1.f + std::erf(v * kInvSqrt2)); },
+  return unary_op("gelu", x, [](float v) { return 0.5f * v * (1.f + erf_fast(v * kInvSqrt2)); },
                   [](float v, float) {
-                    float cdf = 0.5f * (1.f + std::erf(v * kInvSqrt2));
-                    float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+                    float cdf = 0.5f * (1.f + erf_fast(v * kInvSqrt2));
+                    float pdf = kInvSqrt2Pi * exp_fast(-0.5f * v * v);
                     return cdf + v * pdf;
                   });
 }
 
 // quick_gelu(x) = x·σ(1.702x);  d/dx = σ(1.702x) + 1.702·x·σ(1.702x)(1 − σ(1.702x))
 Tensor quick_gelu(const Tensor& x) {
-  return unary_op("quick_gelu", x, [](float v) { return v * sigmoidf(1.702f * v); },
+  return unary_op("quick_gelu", x, [](float v) { return v * sigmoid_fast(1.702f * v); },
                   [](float v, float) {
-                    float s = sigmoidf(1.702f * v);
+                    float s = sigmoid_fast(1.702f * v);
                     return s + 1.702f * v * s * (1.f - s);
                   });
 }
 
 // elu(x) = x (x > 0), α(eˣ − 1) (x ≤ 0);  d/dx = 1 or α·eˣ = y + α
 Tensor elu(const Tensor& x, float alpha) {
-  return unary_op("elu", x, [alpha](float v) { return v > 0.f ? v : alpha * std::expm1(v); },
+  return unary_op("elu", x, [alpha](float v) { return v > 0.f ? v : alpha * (exp_fast(v) - 1.f); },
                   [alpha](float v, float y) { return v > 0.f ? 1.f : y + alpha; });
 }
 
@@ -61,13 +61,13 @@ Tensor softplus(const Tensor& x, float beta, float threshold) {
                     return beta * v > threshold ? v : std::log1p(std::exp(beta * v)) / beta;
                   },
                   [beta, threshold](float v, float) {
-                    return beta * v > threshold ? 1.f : sigmoidf(beta * v);
+                    return beta * v > threshold ? 1.f : sigmoid_fast(beta * v);
                   });
 }
 
 // σ(x) = 1/(1 + e^−x);  σ' = y(1 − y)
 Tensor sigmoid(const Tensor& x) {
-  return unary_op("sigmoid", x, [](float v) { return sigmoidf(v); },
+  return unary_op("sigmoid", x, [](float v) { return sigmoid_fast(v); },
                   [](float, float y) { return y * (1.f - y); });
 }
 

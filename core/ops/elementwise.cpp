@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/ops/elementwise_kernels.h"
+#include "core/ops/vmath.h"
 
 namespace sima {
 
@@ -121,7 +122,7 @@ Tensor neg(const Tensor& x) {
 }
 // d e^x = e^x = y
 Tensor exp(const Tensor& x) {
-  return unary_op("exp", x, [](float v) { return std::exp(v); }, [](float, float y) { return y; });
+  return unary_op("exp", x, [](float v) { return exp_fast(v); }, [](float, float y) { return y; });
 }
 // d ln x = 1/x
 Tensor log(const Tensor& x) {

@@ -1,7 +1,7 @@
 // softmax, log_softmax along any dim, and cross-entropy fused with log_softmax.
 //
 // All subtract the lane maximum before exponentiating, so exp never overflows (and its
-// argument is ≤ 0, the range of the vectorisable exp_nonpositive of vmath.h):
+// argument is ≤ 0, the range of the vectorisable exp_fast of vmath.h):
 // softmax(x) = exp(x − m) / Σ exp(x − m), log_softmax(x) = x − m − log Σ exp(x − m).
 // Lanes (the values one softmax runs over) are walked as in lanes.h: a contiguous row when
 // dim is the last one, else blocks of interleaved lanes vectorised across the block.
@@ -33,7 +33,7 @@ void softmax_forward(const float* px, float* py, const DimLayout& L, bool log) {
       float s = 0.f;
 #pragma omp simd reduction(+ : s)
       for (int64_t k = 0; k < n; ++k) {
-        yr[k] = exp_nonpositive(xr[k] - m);
+        yr[k] = exp_fast(xr[k] - m);
         s += yr[k];
       }
       if (log) {
@@ -52,7 +52,7 @@ void softmax_forward(const float* px, float* py, const DimLayout& L, bool log) {
     for (int64_t k = 0; k < n; ++k)
       for (int64_t i = 0; i < w; ++i) {
         const int64_t j = base + k * in + i;
-        py[j] = exp_nonpositive(px[j] - m[i]);
+        py[j] = exp_fast(px[j] - m[i]);
         s[i] += py[j];
       }
     if (log) {
@@ -90,7 +90,7 @@ void softmax_backward(const float* py, const float* pg, float* pd, const DimLayo
         for (int64_t i = 0; i < w; ++i) s[i] += log ? pg[base + k * in + i] : pg[base + k * in + i] * py[base + k * in + i];
     }
     if (log)
-      for_each_in_block(L, base, w, [&](int64_t j, int64_t i) { pd[j] = pg[j] - exp_nonpositive(py[j]) * s[i]; });
+      for_each_in_block(L, base, w, [&](int64_t j, int64_t i) { pd[j] = pg[j] - exp_fast(py[j]) * s[i]; });
     else
       for_each_in_block(L, base, w, [&](int64_t j, int64_t i) { pd[j] = py[j] * (pg[j] - s[i]); });
   });
@@ -204,14 +204,14 @@ Tensor cross_entropy_impl(const Tensor& logits, const std::vector<int64_t>* hard
           if (!rz) continue;
           float* dr = dz.data() + b * C;
           if (hard) {  // Q = 1
-            for (int64_t c = 0; c < C; ++c) dr[c] = sb * (exp_nonpositive(lr[c]) - off);
+            for (int64_t c = 0; c < C; ++c) dr[c] = sb * (exp_fast(lr[c]) - off);
             dr[targets[b]] -= sb * on;
           } else {
             const float* tr = pt + b * C;
             float q = 0.f;
 #pragma omp simd reduction(+ : q)
             for (int64_t c = 0; c < C; ++c) q += on * tr[c] + off;
-            for (int64_t c = 0; c < C; ++c) dr[c] = sb * (exp_nonpositive(lr[c]) * q - (on * tr[c] + off));
+            for (int64_t c = 0; c < C; ++c) dr[c] = sb * (exp_fast(lr[c]) * q - (on * tr[c] + off));
           }
         }
       });
