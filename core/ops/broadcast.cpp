@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "core/parallel.h"
@@ -72,24 +73,41 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   check(broadcast_shapes(g.shape(), shape, "sum_to") == g.shape(), "sum_to: shape ", g.shape(),
         " cannot be summed to ", shape);
   Tensor out = zeros(shape);
-  // Walk g as the output of a broadcast with `shape` as input a.
+  // Walk g as the output of a broadcast with `shape` as input a: row r of g adds into
+  // the target at offset oa (along the row with stride sa = 1, or all into one
+  // element when sa = 0). Several rows may share a target, so threads never split
+  // rows against each other; the sum over rows always runs in row order, so the
+  // result does not depend on the thread count.
   BroadcastPlan p = make_broadcast_plan(g.shape(), shape, g.shape());
   const float* pg = g.data();
   float* po = out.data();
-  int64_t inner = p.inner, sa = p.stride_a[p.ndim - 1];
-  // Rows are independent only when the target keeps the row index; accumulate serially
-  // (the pass is memory bound and runs once per backward of a broadcast).
-  for (int64_t r = 0; r < p.rows; ++r) {
-    int64_t oa, og;
-    p.row_offsets(r, oa, og);
-    const float* src = pg + og;
-    if (sa == 1) {
-      float* dst = po + oa;
-      for (int64_t i = 0; i < inner; ++i) dst[i] += src[i];
-    } else {
-      float s = 0.f;
-      for (int64_t i = 0; i < inner; ++i) s += src[i];
-      po[oa] += s;
+  const int64_t inner = p.inner, sa = p.stride_a[p.ndim - 1];
+  if (sa == 1) {  // threads take disjoint column ranges of the row, each over all rows
+    parallel_for(inner, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, p.rows)),
+                 [&](int64_t j0, int64_t j1) {
+                   for (int64_t r = 0; r < p.rows; ++r) {
+                     int64_t oa, og;
+                     p.row_offsets(r, oa, og);
+                     const float* src = pg + og;
+                     float* dst = po + oa;
+                     for (int64_t j = j0; j < j1; ++j) dst[j] += src[j];
+                   }
+                 });
+  } else {  // each row sums to one value (in parallel), then rows add into targets in order
+    std::vector<float> row_sum(p.rows);
+    parallel_for(p.rows, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, inner)),
+                 [&](int64_t r0, int64_t r1) {
+                   for (int64_t r = r0; r < r1; ++r) {
+                     const float* src = pg + r * inner;
+                     float acc = 0.f;
+                     for (int64_t j = 0; j < inner; ++j) acc += src[j];
+                     row_sum[r] = acc;
+                   }
+                 });
+    for (int64_t r = 0; r < p.rows; ++r) {
+      int64_t oa, og;
+      p.row_offsets(r, oa, og);
+      po[oa] += row_sum[r];
     }
   }
   return out;

@@ -114,3 +114,23 @@ TEST_CASE("elementwise errors name the op and the shapes") {
   CHECK_THROWS_WITH_AS(mul(a, zeros({2})), "mul: shapes (2, 3) and (2) cannot be broadcast", Error);
   CHECK_THROWS_AS(clamp(a, 1.f, 0.f), Error);
 }
+
+TEST_CASE("broadcast backward on tensors big enough to run in parallel == naive sums") {
+  // (R, C) * (C) and (R, C) * (R, 1): the gradients of the small operand are column
+  // sums and row sums of gy·a, computed here with plain double loops.
+  const int64_t R = 300, C = 257;
+  Tensor a = randn_leaf({R, C}, 21);
+  Tensor col = randn_leaf({C}, 22), row = randn_leaf({R, 1}, 23);
+  Tensor gy = randn_leaf({R, C}, 24, false);
+  mul(a, col).backward(gy);
+  mul(a, row).backward(gy);
+  std::vector<double> cs(C, 0.0), rs(R, 0.0);
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < C; ++j) {
+      double v = double(gy.at({i, j})) * a.at({i, j});
+      cs[j] += v;
+      rs[i] += v;
+    }
+  for (int64_t j = 0; j < C; ++j) CHECK(col.grad().at({j}) == doctest::Approx(cs[j]).epsilon(1e-4));
+  for (int64_t i = 0; i < R; ++i) CHECK(row.grad().at({i, 0}) == doctest::Approx(rs[i]).epsilon(1e-4));
+}
