@@ -226,53 +226,45 @@ Tensor avg_pool2d(const Tensor& x, int kernel, int stride, int padding) {
         x.shape(), ", padding ", padding, ")");
   const int64_t Ho = (H + 2 * padding - k) / stride + 1, Wo = (W + 2 * padding - k) / stride + 1;
   const float scale = 1.f / static_cast<float>(k * k);
+  // Calls f(plane, oh, ow, h0, h1, w0, w1) for every output pixel of every (b, c) plane,
+  // with [h0, h1) x [w0, w1) its window clipped to the unpadded input; planes in parallel.
+  auto for_each_window = [=](int64_t planes, auto&& f) {
+    parallel_for(planes, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, Ho * Wo * k * k)),
+                 [&](int64_t p0, int64_t p1) {
+                   for (int64_t pl = p0; pl < p1; ++pl)
+                     for (int64_t oh = 0; oh < Ho; ++oh)
+                       for (int64_t ow = 0; ow < Wo; ++ow) {
+                         int64_t h = oh * stride - padding, w = ow * stride - padding;
+                         f(pl, oh, ow, std::max<int64_t>(0, h), std::min<int64_t>(H, h + k),
+                           std::max<int64_t>(0, w), std::min<int64_t>(W, w + k));
+                       }
+                 });
+  };
   Tensor y = empty(Shape{B, C, Ho, Wo});
   const float* px = x.data();
   float* py = y.data();
-  // One (b, c) plane per task.
-  parallel_for(B * C, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, Ho * Wo * k * k)),
-               [&](int64_t p0, int64_t p1) {
-                 for (int64_t pl = p0; pl < p1; ++pl) {
-                   const float* xp = px + pl * H * W;
-                   float* yp = py + pl * Ho * Wo;
-                   for (int64_t oh = 0; oh < Ho; ++oh)
-                     for (int64_t ow = 0; ow < Wo; ++ow) {
-                       int64_t h0 = std::max<int64_t>(0, oh * stride - padding),
-                               h1 = std::min<int64_t>(H, oh * stride - padding + k);
-                       int64_t w0 = std::max<int64_t>(0, ow * stride - padding),
-                               w1 = std::min<int64_t>(W, ow * stride - padding + k);
-                       float s = 0.f;
-                       for (int64_t ih = h0; ih < h1; ++ih)
-                         for (int64_t iw = w0; iw < w1; ++iw) s += xp[ih * W + iw];
-                       yp[oh * Wo + ow] = s * scale;
-                     }
-                 }
-               });
+  for_each_window(B * C, [&](int64_t pl, int64_t oh, int64_t ow, int64_t h0, int64_t h1, int64_t w0,
+                             int64_t w1) {
+    const float* xp = px + pl * H * W;
+    float s = 0.f;
+    for (int64_t ih = h0; ih < h1; ++ih)
+      for (int64_t iw = w0; iw < w1; ++iw) s += xp[ih * W + iw];
+    py[(pl * Ho + oh) * Wo + ow] = s * scale;
+  });
   if (needs_grad(x))
-    attach_grad_fn(y, "avg_pool2d", {x}, [xshape = x.shape(), H, W, Ho, Wo, k, stride, padding,
-                                          scale](const Tensor& gy) -> Grads {
-      // gy (B, C, Ho, Wo) -> gx (B, C, H, W)
+    attach_grad_fn(y, "avg_pool2d", {x}, [xshape = x.shape(), H, W, Ho, Wo, scale,
+                                          for_each_window](const Tensor& gy) -> Grads {
+      // gy (B, C, Ho, Wo) -> gx (B, C, H, W); a plane's windows are visited by one thread
       Tensor gx = zeros(xshape);
       const float* pg = gy.data();
       float* pd = gx.data();
-      const int64_t planes = xshape[0] * xshape[1];
-      parallel_for(planes, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, Ho * Wo * k * k)),
-                   [&](int64_t p0, int64_t p1) {
-                     for (int64_t pl = p0; pl < p1; ++pl) {
-                       const float* gp = pg + pl * Ho * Wo;
-                       float* dp = pd + pl * H * W;
-                       for (int64_t oh = 0; oh < Ho; ++oh)
-                         for (int64_t ow = 0; ow < Wo; ++ow) {
-                           int64_t h0 = std::max<int64_t>(0, oh * stride - padding),
-                                   h1 = std::min<int64_t>(H, oh * stride - padding + k);
-                           int64_t w0 = std::max<int64_t>(0, ow * stride - padding),
-                                   w1 = std::min<int64_t>(W, ow * stride - padding + k);
-                           float v = gp[oh * Wo + ow] * scale;
-                           for (int64_t ih = h0; ih < h1; ++ih)
-                             for (int64_t iw = w0; iw < w1; ++iw) dp[ih * W + iw] += v;
-                         }
-                     }
-                   });
+      for_each_window(xshape[0] * xshape[1], [&](int64_t pl, int64_t oh, int64_t ow, int64_t h0,
+                                                 int64_t h1, int64_t w0, int64_t w1) {
+        float* dp = pd + pl * H * W;
+        float v = pg[(pl * Ho + oh) * Wo + ow] * scale;
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) dp[ih * W + iw] += v;
+      });
       return {gx};
     });
   return y;
