@@ -1,0 +1,47 @@
+#include "nn/attention/attention.h"
+
+#include "core/error.h"
+#include "core/ops/dropout.h"
+#include "core/ops/shape_ops.h"
+
+namespace sima {
+
+Attention::Attention(const AttentionOptions& opt, const std::string& type_name)
+    : Module(type_name), opt_(opt) {
+  check(opt.dim > 0 && opt.num_heads > 0, type_name, ": dim (", opt.dim, ") and num_heads (",
+        opt.num_heads, ") must be positive");
+  check(opt.dim % opt.num_heads == 0, type_name, ": num_heads ", opt.num_heads,
+        " does not divide dim ", opt.dim);
+  check(opt.attn_drop >= 0.f && opt.attn_drop < 1.f && opt.proj_drop >= 0.f && opt.proj_drop < 1.f,
+        type_name, ": attn_drop and proj_drop must be in [0, 1)");
+  qkv = register_module("qkv", std::make_shared<Linear>(opt.dim, 3 * opt.dim, opt.qkv_bias));
+  proj = register_module("proj", std::make_shared<Linear>(opt.dim, opt.dim));
+}
+
+void Attention::split_heads(const Tensor& qkv_out, Tensor& q, Tensor& k, Tensor& v) const {
+  const int64_t B = qkv_out.size(0), N = qkv_out.size(1), h = opt_.num_heads, d = head_dim();
+  // (B, N, 3C) -> (B, N, 3, h, d) -> (3, B, h, N, d); the three are views of one copy.
+  Tensor t = permute(reshape(qkv_out, {B, N, 3, h, d}), {2, 0, 3, 1, 4});
+  q = squeeze(narrow(t, 0, 0, 1), 0);
+  k = squeeze(narrow(t, 0, 1, 1), 0);
+  v = squeeze(narrow(t, 0, 2, 1), 0);
+}
+
+Tensor Attention::merge_heads(const Tensor& o) {
+  const int64_t B = o.size(0), h = o.size(1), N = o.size(2), d = o.size(3);
+  return reshape(permute(o, {0, 2, 1, 3}), {B, N, h * d});
+}
+
+Tensor Attention::project(const Tensor& o) {
+  return dropout(proj->forward(o), opt_.proj_drop, is_training());
+}
+
+Tensor Attention::forward(const Tensor& x, int64_t H, int64_t W) {
+  check(x.dim() == 3 && x.size(2) == opt_.dim, type_name(), ": input ", x.shape(),
+        " must be (B, N, ", opt_.dim, ")");
+  Tensor q, k, v;
+  split_heads(qkv->forward(x), q, k, v);
+  return project(merge_heads(core(q, k, v, H, W)));
+}
+
+}  // namespace sima

@@ -1,0 +1,86 @@
+// The attention interface shared by every variant, and its factory.
+//
+// Every variant starts from qkv = Linear(C, 3C)(x) split into q, k, v of shape
+// (B, h, N, d) with d = C/h, runs its core (one fused op with a hand-derived
+// backward, in the variant's own file), and ends with proj = Linear(C, C) on the
+// heads concatenated back to (B, N, C) (../shared/REFERENCE.md §1):
+//
+//   x (B, N, C) --qkv--> q, k, v (B, h, N, d) --core--> o (B, h, N, d) --merge, proj--> (B, N, C)
+//
+// A variant overrides core(); the few that differ before the core (SOFT shares
+// q = k) override forward() too.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace sima {
+
+struct AttentionOptions {
+  std::string variant = "softmax";  // softmax | xca | sima | relu | soft | linear_elu | cosformer
+  int64_t dim = 0;                  // C
+  int64_t num_heads = 8;            // h (d = C / h)
+  bool qkv_bias = true;
+  float attn_drop = 0.f;
+  float proj_drop = 0.f;
+  // sima
+  std::string norm = "l1";     // l1 | l2 | none
+  std::string order = "auto";  // auto | qk_first | kv_first  (auto: qk_first iff N < d)
+  float eps = 1e-12f;
+  // relu
+  float alpha = 1.f;         // output scaled by N^-alpha
+  std::string fn = "relu";   // relu | relu2 | gelu | softplus | identity | relu6 | sigmoid
+  bool qk_norm = false;      // LayerNorm over d on q and k
+  bool gate = false;         // out ⊙ Linear(C, C)(x) before proj
+  // soft
+  int64_t sr = 2;                   // bottleneck kernel = stride on the (H, W) token grid
+  std::string bottleneck = "conv";  // conv | avgpool
+  int64_t nr_iters = 20;            // Newton–Raphson iterations for the pseudo-inverse
+};
+
+class Attention : public Module {
+ public:
+  Attention(const AttentionOptions& opt, const std::string& type_name);
+
+  // x (B, N, C) -> (B, N, C). H, W: the token grid, for variants that need it (SOFT);
+  // 0 when unknown.
+  virtual Tensor forward(const Tensor& x, int64_t H, int64_t W);
+  Tensor forward(const Tensor& x) override { return forward(x, 0, 0); }
+
+  // The variant's fused core: q, k, v (B, h, N, d) -> (B, h, N, d).
+  virtual Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) = 0;
+
+  // exp() evaluations made by the core's forward since the last reset (the paper's #exp).
+  int64_t exp_calls() const { return exp_calls_; }
+  void reset_exp_calls() { exp_calls_ = 0; }
+
+  // Optional hook, called by the core with the q̂ and k̂ (B, h, N, d) that feed the
+  // attention (after ℓ1 normalisation for SimA; plain q, k for the others). For heatmaps.
+  std::function<void(const Tensor& q_hat, const Tensor& k_hat)> qk_hook;
+
+  const AttentionOptions& options() const { return opt_; }
+  int64_t head_dim() const { return opt_.dim / opt_.num_heads; }
+
+  std::shared_ptr<Linear> qkv, proj;
+
+ protected:
+  // qkv output (B, N, 3C) -> q, k, v each (B, h, N, d).
+  void split_heads(const Tensor& qkv_out, Tensor& q, Tensor& k, Tensor& v) const;
+  // o (B, h, N, d) -> (B, N, C).
+  static Tensor merge_heads(const Tensor& o);
+  // proj and proj_drop on (B, N, C).
+  Tensor project(const Tensor& o_merged);
+
+  AttentionOptions opt_;
+  int64_t exp_calls_ = 0;
+};
+
+// Builds the variant named by opt.variant; a clear error lists the valid names and
+// any invalid option value.
+std::shared_ptr<Attention> make_attention(const AttentionOptions& opt);
+
+}  // namespace sima

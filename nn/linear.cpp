@@ -1,0 +1,22 @@
+#include "nn/linear.h"
+
+#include "core/error.h"
+#include "core/ops/matmul.h"
+#include "nn/init.h"
+
+namespace sima {
+
+Linear::Linear(int64_t in, int64_t out, bool has_bias)
+    : Module("Linear"), in_features(in), out_features(out) {
+  check(in > 0 && out > 0, "Linear: in_features and out_features must be positive (got ", in, ", ", out, ")");
+  weight = register_parameter("weight", empty({out, in}));
+  kaiming_uniform_(weight);
+  if (has_bias) {
+    bias = register_parameter("bias", empty({out}));
+    default_bias_(bias, weight);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+
+}  // namespace sima

@@ -1,0 +1,17 @@
+// nn.Linear: y = x Wᵀ + b. weight (out, in), bias (out).
+#pragma once
+#include "nn/module.h"
+
+namespace sima {
+
+class Linear : public Module {
+ public:
+  // Initialised as PyTorch does (kaiming_uniform a=√5, bias U(±1/√in)); models that
+  // want timm's trunc_normal(.02) / zero bias re-initialise (see init.h).
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;  // (..., in) -> (..., out)
+  int64_t in_features, out_features;
+  Tensor weight, bias;  // bias undefined when bias = false
+};
+
+}  // namespace sima
