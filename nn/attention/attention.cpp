@@ -6,7 +6,7 @@
 
 namespace sima {
 
-Attention::Attention(const AttentionOptions& opt, const std::string& type_name)
+Attention::Attention(const AttentionOptions& opt, const std::string& type_name, int qkv_outputs)
     : Module(type_name), opt_(opt) {
   check(opt.dim > 0 && opt.num_heads > 0, type_name, ": dim (", opt.dim, ") and num_heads (",
         opt.num_heads, ") must be positive");
@@ -14,7 +14,7 @@ Attention::Attention(const AttentionOptions& opt, const std::string& type_name)
         " does not divide dim ", opt.dim);
   check(opt.attn_drop >= 0.f && opt.attn_drop < 1.f && opt.proj_drop >= 0.f && opt.proj_drop < 1.f,
         type_name, ": attn_drop and proj_drop must be in [0, 1)");
-  qkv = register_module("qkv", std::make_shared<Linear>(opt.dim, 3 * opt.dim, opt.qkv_bias));
+  qkv = register_module("qkv", std::make_shared<Linear>(opt.dim, qkv_outputs * opt.dim, opt.qkv_bias));
   proj = register_module("proj", std::make_shared<Linear>(opt.dim, opt.dim));
 }
 

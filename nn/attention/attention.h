@@ -44,7 +44,9 @@ struct AttentionOptions {
 
 class Attention : public Module {
  public:
-  Attention(const AttentionOptions& opt, const std::string& type_name);
+  // qkv_outputs: 3 for Linear(C, 3C) -> q, k, v; 2 for variants that share q = k (SOFT),
+  // whose qkv is Linear(C, 2C) -> q, v.
+  Attention(const AttentionOptions& opt, const std::string& type_name, int qkv_outputs = 3);
 
   // x (B, N, C) -> (B, N, C). H, W: the token grid, for variants that need it (SOFT);
   // 0 when unknown.
