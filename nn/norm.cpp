@@ -1,0 +1,37 @@
+#include "nn/norm.h"
+
+#include "core/error.h"
+#include "core/ops/norm.h"
+
+namespace sima {
+
+LayerNorm::LayerNorm(int64_t d, float e, bool affine) : Module("LayerNorm"), dim(d), eps(e) {
+  check(d > 0 && e > 0.f, "LayerNorm: dim (", d, ") and eps (", e, ") must be positive");
+  if (affine) {
+    weight = register_parameter("weight", ones({d}));
+    bias = register_parameter("bias", zeros({d}));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  check(x.dim() >= 1 && x.size(-1) == dim, "LayerNorm: input ", x.shape(), " must end in ", dim);
+  return layer_norm(x, weight, bias, eps);
+}
+
+BatchNorm2d::BatchNorm2d(int64_t c, float e, float m)
+    : Module("BatchNorm2d"), num_features(c), eps(e), momentum(m) {
+  check(c > 0 && e > 0.f && m >= 0.f && m <= 1.f, "BatchNorm2d: need num_features > 0, eps > 0, "
+        "momentum in [0, 1] (got ", c, ", ", e, ", ", m, ")");
+  weight = register_parameter("weight", ones({c}));
+  bias = register_parameter("bias", zeros({c}));
+  running_mean = register_buffer("running_mean", zeros({c}));
+  running_var = register_buffer("running_var", ones({c}));
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  check(x.dim() == 4 && x.size(1) == num_features, "BatchNorm2d: input ", x.shape(),
+        " must be (B, ", num_features, ", H, W)");
+  return batch_norm2d(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
+}
+
+}  // namespace sima

@@ -1,0 +1,28 @@
+// nn.LayerNorm (over the last dim) and nn.BatchNorm2d.
+#pragma once
+#include "nn/module.h"
+
+namespace sima {
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, float eps = 1e-5f, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) override;  // (..., dim) -> (..., dim)
+  int64_t dim;
+  float eps;
+  Tensor weight, bias;  // ones / zeros; undefined without affine
+};
+
+// Training: normalises with the batch statistics over (B, H, W) and updates the running
+// ones (momentum, unbiased variance); eval: normalises with the running statistics.
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t num_features, float eps = 1e-5f, float momentum = 0.1f);
+  Tensor forward(const Tensor& x) override;  // (B, C, H, W) -> same
+  int64_t num_features;
+  float eps, momentum;
+  Tensor weight, bias;                 // parameters: ones / zeros
+  Tensor running_mean, running_var;    // buffers: zeros / ones
+};
+
+}  // namespace sima
