@@ -16,6 +16,7 @@ PACKAGES=(
   doctest-dev                        # unit tests
   zlib1g-dev                         # reading .gz datasets
   dataset-fashion-mnist              # /usr/share/datasets/fashion-mnist
+  python3-torch                      # PyTorch: parity tests (tests/parity) and the speed peer
 )
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else
