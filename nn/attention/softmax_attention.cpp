@@ -87,7 +87,9 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, floa
         attn_drop);
 
   const int64_t pairs = B * h, nn = Nq * Nk;
-  Tensor o = empty({B, h, Nq, dv}), P = empty({B, h, Nq, Nk});
+  // P is kept for the backward only when there will be one; else each chunk reuses one matrix.
+  const bool save = needs_grad(q, k, v);
+  Tensor o = empty({B, h, Nq, dv}), P = save ? empty({B, h, Nq, Nk}) : Tensor();
 
   // Dropout mask, drawn serially (same numbers at any thread count, same as F.dropout).
   const bool drop = training && attn_drop > 0.f;
@@ -100,13 +102,14 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, floa
   }
 
   const float *pq = q.data(), *pk = k.data(), *pv = v.data(), *pmask = drop ? mask.data() : nullptr;
-  float *po = o.data(), *pP = P.data();
+  float *po = o.data(), *pP = save ? P.data() : nullptr;
   std::atomic<int64_t> exps{0};
   parallel_for(pairs, pair_grain(nn * (d + dv)), [&](int64_t i0, int64_t i1) {
-    Tensor buf = drop ? empty({Nq, Nk}) : Tensor();  // Pd = P ⊙ M
+    Tensor buf = drop ? empty({Nq, Nk}) : Tensor();   // Pd = P ⊙ M
+    Tensor Pbuf = save ? Tensor() : empty({Nq, Nk});  // P when it is not saved
     int64_t local_exps = 0;
     for (int64_t i = i0; i < i1; ++i) {
-      float* Pi = pP + i * nn;
+      float* Pi = save ? pP + i * nn : Pbuf.data();
       gemm(false, true, Nq, Nk, d, pq + i * Nq * d, pk + i * Nk * d, 0.f, Pi);  // S = q kᵀ
       local_exps += softmax_rows(Pi, Nq, Nk, scale);
       const float* A = Pi;
@@ -122,7 +125,7 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, floa
   });
   if (exp_calls) *exp_calls += exps.load();
 
-  if (needs_grad(q, k, v)) {
+  if (save) {
     attach_grad_fn(o, "softmax_attention", {q, k, v},
                    [qs = q.detach(), ks = k.detach(), vs = v.detach(), P, mask, scale,
                     rq = q.requires_grad(), rk = k.requires_grad(),

@@ -287,3 +287,12 @@ TEST_CASE("softmax_attention: bad shapes and options are sima::Error") {
   opt.num_heads = 3;
   CHECK_THROWS_AS(SoftmaxAttention{opt}, Error);
 }
+
+TEST_CASE("softmax_attention: the same values with and without a graph") {
+  std::vector<Tensor> in = qkv_leaves(kCases[4], 80);
+  Tensor with = softmax_attention(in[0], in[1], in[2], 0.5f);
+  NoGradGuard ng;
+  Tensor without = softmax_attention(in[0], in[1], in[2], 0.5f);
+  CHECK(!without.requires_grad());
+  CHECK(max_abs_diff(with, without) == 0.f);
+}
