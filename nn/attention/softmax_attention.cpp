@@ -1,0 +1,188 @@
+// Softmax attention, one fused node: forward kernel and hand-derived backward.
+//
+// Per (batch, head) pair, with Nq queries, Nk keys, scale s (d^-½ for ViT):
+//
+//   S  = q kᵀ                       (Nq, Nk)   one sgemm
+//   P  = softmax(s · S) over keys   (Nq, Nk)   Nq·Nk exp() calls
+//   Pd = P ⊙ M                      (Nq, Nk)   M: dropout mask of 0 and 1/(1-p), or 1
+//   o  = Pd v                       (Nq, dv)   one sgemm
+//
+// Backward, from dO (Nq, dv):
+//   dv  = Pdᵀ dO                    (Nk, dv)
+//   dPd = dO vᵀ                     (Nq, Nk)
+//   dP  = dPd ⊙ M
+//   dS  = s · P ⊙ (dP − rowsum(dP ⊙ P))       the softmax Jacobian y(δ − y) per row,
+//                                              times the scale of its input s·S
+//   dq  = dS k                      (Nq, d)    S = q kᵀ => dq = dS k, dk = dSᵀ q
+//   dk  = dSᵀ q                     (Nk, d)
+//
+// Saved for backward: q, k, v (views the caller keeps alive anyway), P (B, h, Nq, Nk) and
+// the mask M (same shape, only when dropout is active). Saving P costs B·h·N² floats, the
+// same as PyTorch's saved attention matrix; recomputing it would repeat the q kᵀ sgemm and
+// the N² exps of the forward.
+//
+// Pairs run in parallel (parallel_for, one sgemm per matrix: OpenBLAS-OpenMP runs
+// single-threaded inside the region); each pair writes only its own slices, so the result
+// does not depend on the thread count. The mask is drawn serially before the loop.
+#include "nn/attention/softmax_attention.h"
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/ops/gemm.h"
+#include "core/ops/vmath.h"
+#include "core/parallel.h"
+
+namespace sima {
+
+namespace {
+
+// Pairs per thread chunk: one pair when its products are big, more when they are tiny.
+int64_t pair_grain(int64_t work_per_pair) {
+  return std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, work_per_pair));
+}
+
+// Row softmax of s·S in place over rows of n: returns the number of exp() calls.
+int64_t softmax_rows(float* S, int64_t rows, int64_t n, float scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* x = S + r * n;
+    float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j) {
+      x[j] *= scale;
+      m = x[j] > m ? x[j] : m;
+    }
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {
+      x[j] = exp_fast(x[j] - m);
+      sum += x[j];
+    }
+    const float inv = 1.f / sum;
+    for (int64_t j = 0; j < n; ++j) x[j] *= inv;
+  }
+  return rows * n;
+}
+
+}  // namespace
+
+// q (B, h, Nq, d), k (B, h, Nk, d), v (B, h, Nk, dv) -> o (B, h, Nq, dv).
+Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                         float attn_drop, bool training, Generator& gen, int64_t* exp_calls) {
+  check(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+        "softmax_attention: q, k, v must be (B, h, N, d), got q ", q.shape(), ", k ", k.shape(),
+        ", v ", v.shape());
+  const int64_t B = q.size(0), h = q.size(1), Nq = q.size(2), d = q.size(3);
+  const int64_t Nk = k.size(2), dv = v.size(3);
+  check(k.size(0) == B && k.size(1) == h && k.size(3) == d && v.size(0) == B && v.size(1) == h &&
+            v.size(2) == Nk,
+        "softmax_attention: q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(),
+        " do not match (need q (B, h, Nq, d), k (B, h, Nk, d), v (B, h, Nk, dv))");
+  check(Nk > 0, "softmax_attention: no keys to attend to (k ", k.shape(), ")");
+  check(scale > 0.f, "softmax_attention: scale must be positive, got ", scale);
+  check(attn_drop >= 0.f && attn_drop < 1.f, "softmax_attention: attn_drop must be in [0, 1), got ",
+        attn_drop);
+
+  const int64_t pairs = B * h, nn = Nq * Nk;
+  // P is kept for the backward only when there will be one; else each chunk reuses one matrix.
+  const bool save = needs_grad(q, k, v);
+  Tensor o = empty({B, h, Nq, dv}), P = save ? empty({B, h, Nq, Nk}) : Tensor();
+
+  // Dropout mask, drawn serially (same numbers at any thread count, same as F.dropout).
+  const bool drop = training && attn_drop > 0.f;
+  Tensor mask;
+  if (drop) {
+    mask = empty({B, h, Nq, Nk});
+    const float keep_scale = 1.f / (1.f - attn_drop);
+    float* pm = mask.data();
+    for (int64_t i = 0; i < pairs * nn; ++i) pm[i] = gen.uniform() >= attn_drop ? keep_scale : 0.f;
+  }
+
+  const float *pq = q.data(), *pk = k.data(), *pv = v.data(), *pmask = drop ? mask.data() : nullptr;
+  float *po = o.data(), *pP = save ? P.data() : nullptr;
+  std::atomic<int64_t> exps{0};
+  parallel_for(pairs, pair_grain(nn * (d + dv)), [&](int64_t i0, int64_t i1) {
+    Tensor buf = drop ? empty({Nq, Nk}) : Tensor();   // Pd = P ⊙ M
+    Tensor Pbuf = save ? Tensor() : empty({Nq, Nk});  // P when it is not saved
+    int64_t local_exps = 0;
+    for (int64_t i = i0; i < i1; ++i) {
+      float* Pi = save ? pP + i * nn : Pbuf.data();
+      gemm(false, true, Nq, Nk, d, pq + i * Nq * d, pk + i * Nk * d, 0.f, Pi);  // S = q kᵀ
+      local_exps += softmax_rows(Pi, Nq, Nk, scale);
+      const float* A = Pi;
+      if (drop) {
+        const float* Mi = pmask + i * nn;
+        float* pd = buf.data();
+        for (int64_t j = 0; j < nn; ++j) pd[j] = Pi[j] * Mi[j];
+        A = pd;
+      }
+      gemm(false, false, Nq, dv, Nk, A, pv + i * Nk * dv, 0.f, po + i * Nq * dv);  // o = Pd v
+    }
+    exps += local_exps;
+  });
+  if (exp_calls) *exp_calls += exps.load();
+
+  if (save) {
+    attach_grad_fn(o, "softmax_attention", {q, k, v},
+                   [qs = q.detach(), ks = k.detach(), vs = v.detach(), P, mask, scale,
+                    rq = q.requires_grad(), rk = k.requires_grad(),
+                    rv = v.requires_grad()](const Tensor& gO) -> Grads {
+      // gO (B, h, Nq, dv) -> dq (B, h, Nq, d), dk (B, h, Nk, d), dv (B, h, Nk, dv).
+      const int64_t B = qs.size(0), h = qs.size(1), Nq = qs.size(2), d = qs.size(3);
+      const int64_t Nk = ks.size(2), dv = vs.size(3), pairs = B * h, nn = Nq * Nk;
+      const bool drop = mask.defined();
+      Tensor dq = rq ? empty(qs.shape()) : Tensor(), dk = rk ? empty(ks.shape()) : Tensor(),
+             dvt = rv ? empty(vs.shape()) : Tensor();
+      const float *pq = qs.data(), *pk = ks.data(), *pv = vs.data(), *pP = P.data(),
+                  *pm = drop ? mask.data() : nullptr, *pg = gO.data();
+      float *pdq = rq ? dq.data() : nullptr, *pdk = rk ? dk.data() : nullptr,
+            *pdv = rv ? dvt.data() : nullptr;
+      parallel_for(pairs, pair_grain(nn * (2 * d + 2 * dv)), [&](int64_t i0, int64_t i1) {
+        Tensor dP = empty({Nq, Nk}), Pd = drop && rv ? empty({Nq, Nk}) : Tensor();
+        float* dp = dP.data();
+        for (int64_t i = i0; i < i1; ++i) {
+          const float *Pi = pP + i * nn, *Mi = drop ? pm + i * nn : nullptr, *gi = pg + i * Nq * dv;
+          if (rv) {  // dv = Pdᵀ dO
+            const float* A = Pi;
+            if (drop) {
+              float* pd = Pd.data();
+              for (int64_t j = 0; j < nn; ++j) pd[j] = Pi[j] * Mi[j];
+              A = pd;
+            }
+            gemm(true, false, Nk, dv, Nq, A, gi, 0.f, pdv + i * Nk * dv);
+          }
+          if (!rq && !rk) continue;
+          gemm(false, true, Nq, Nk, dv, gi, pv + i * Nk * dv, 0.f, dp);  // dPd = dO vᵀ
+          if (drop)
+            for (int64_t j = 0; j < nn; ++j) dp[j] *= Mi[j];  // dP = dPd ⊙ M
+          for (int64_t r = 0; r < Nq; ++r) {  // dS = s · P ⊙ (dP − rowsum(dP ⊙ P))
+            const float* pr = Pi + r * Nk;
+            float* gr = dp + r * Nk;
+            float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+            for (int64_t j = 0; j < Nk; ++j) dot += gr[j] * pr[j];
+            for (int64_t j = 0; j < Nk; ++j) gr[j] = scale * pr[j] * (gr[j] - dot);
+          }
+          if (rq) gemm(false, false, Nq, d, Nk, dp, pk + i * Nk * d, 0.f, pdq + i * Nq * d);  // dS k
+          if (rk) gemm(true, false, Nk, d, Nq, dp, pq + i * Nq * d, 0.f, pdk + i * Nk * d);  // dSᵀ q
+        }
+      });
+      return {dq, dk, dvt};
+    });
+  }
+  return o;
+}
+
+SoftmaxAttention::SoftmaxAttention(const AttentionOptions& opt) : Attention(opt, "SoftmaxAttention") {}
+
+Tensor SoftmaxAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t, int64_t) {
+  if (qk_hook) qk_hook(q, k);
+  const float scale = 1.f / std::sqrt(static_cast<float>(head_dim()));
+  return softmax_attention(q, k, v, scale, opt_.attn_drop, is_training(), rng(RngStream::Dropout),
+                           &exp_calls_);
+}
+
+}  // namespace sima

@@ -1,0 +1,298 @@
+// Softmax attention: the fused core (softmax_attention) against finite differences, against
+// the same formula composed from core ops, against hand-worked values, and the module.
+#include "testing.h"
+
+#include <cmath>
+#include <functional>
+
+#include "core/parallel.h"
+#include "nn/attention/softmax_attention.h"
+
+using namespace sima;
+using namespace sima::testing;
+
+namespace {
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Runs fused and composed on fresh copies of `inputs`, backward with the same random
+// gradient, and compares the outputs and every input gradient (rtol 1e-4).
+void check_same(const Fn& fused, const Fn& composed, const std::vector<Tensor>& inputs,
+                float atol = 1e-5f, float rtol = 1e-4f) {
+  auto copies = [&] {
+    std::vector<Tensor> c;
+    for (const Tensor& t : inputs) {
+      Tensor d = t.detach().clone();
+      d.requires_grad_(t.requires_grad());
+      c.push_back(d);
+    }
+    return c;
+  };
+  std::vector<Tensor> a = copies(), b = copies();
+  Tensor ya = fused(a), yb = composed(b);
+  REQUIRE(ya.shape() == yb.shape());
+  check_close(ya, yb, atol, rtol);
+  Generator g(77);
+  Tensor gy = randn(ya.shape(), g);
+  ya.backward(gy);
+  yb.backward(gy);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].requires_grad()) continue;
+    CAPTURE(i);
+    check_close(a[i].grad(), b[i].grad(), atol, rtol);
+  }
+}
+
+// The oracle: matmul, softmax and dropout from core, each gradchecked on its own.
+Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, float p,
+                          bool training) {
+  Tensor P = softmax(mul(matmul(q, k, false, true), scale), -1);
+  return matmul(dropout(P, p, training), v);
+}
+
+struct Case {
+  int64_t B, h, Nq, Nk, d, dv;
+};
+// N < d and N > d, single head and multi-head, Nq != Nk and dv != d (CvT's strided keys).
+const Case kCases[] = {{2, 2, 3, 3, 4, 4}, {2, 1, 5, 5, 4, 4}, {2, 2, 5, 5, 4, 4},
+                       {2, 1, 3, 3, 6, 6}, {1, 2, 3, 5, 4, 6}};
+
+std::vector<Tensor> qkv_leaves(const Case& c, uint64_t seed) {
+  return {randn_leaf({c.B, c.h, c.Nq, c.d}, seed), randn_leaf({c.B, c.h, c.Nk, c.d}, seed + 1),
+          randn_leaf({c.B, c.h, c.Nk, c.dv}, seed + 2)};
+}
+
+void reseed_dropout() { rng(RngStream::Dropout).manual_seed(4242); }
+
+// Modest random values in every parameter (Linear's default init is fine too, but explicit
+// values keep the test independent of it).
+void randomize_parameters(Module& m, uint64_t seed, float std = 0.3f) {
+  Generator g(seed);
+  for (auto& [name, p] : m.named_parameters()) g.fill_normal(p.data(), p.numel(), 0.f, std);
+}
+
+std::shared_ptr<SoftmaxAttention> make_module(int64_t dim, int64_t heads, float attn_drop = 0.f) {
+  AttentionOptions opt;
+  opt.dim = dim;
+  opt.num_heads = heads;
+  opt.attn_drop = attn_drop;
+  auto m = std::make_shared<SoftmaxAttention>(opt);
+  randomize_parameters(*m, 99);
+  return m;
+}
+}  // namespace
+
+TEST_CASE("softmax_attention: gradcheck w.r.t. q, k, v") {
+  for (const Case& c : kCases) {
+    CAPTURE(c.h);
+    CAPTURE(c.Nq);
+    CAPTURE(c.Nk);
+    CAPTURE(c.d);
+    const float scale = 1.f / std::sqrt(float(c.d));
+    CHECK_GRADCHECK([=](const std::vector<Tensor>& t) { return softmax_attention(t[0], t[1], t[2], scale); },
+                    qkv_leaves(c, 10));
+  }
+}
+
+TEST_CASE("softmax_attention: gradcheck in training with attention dropout (fixed mask)") {
+  for (const Case& c : {kCases[0], kCases[4]}) {
+    CHECK_GRADCHECK(
+        [](const std::vector<Tensor>& t) {
+          reseed_dropout();  // the same mask at every evaluation
+          return softmax_attention(t[0], t[1], t[2], 0.5f, 0.3f, /*training=*/true);
+        },
+        qkv_leaves(c, 20));
+  }
+}
+
+TEST_CASE("softmax_attention == matmul, softmax, dropout, matmul composed (values and gradients)") {
+  for (const Case& c : kCases) {
+    const float scale = 1.f / std::sqrt(float(c.d));
+    check_same([=](auto& t) { return softmax_attention(t[0], t[1], t[2], scale); },
+               [=](auto& t) { return composed_attention(t[0], t[1], t[2], scale, 0.f, false); },
+               qkv_leaves(c, 30));
+    // Dropout: both draw one uniform per attention weight in (B, h, Nq, Nk) order.
+    check_same(
+        [=](auto& t) {
+          reseed_dropout();
+          return softmax_attention(t[0], t[1], t[2], scale, 0.4f, true);
+        },
+        [=](auto& t) {
+          reseed_dropout();
+          return composed_attention(t[0], t[1], t[2], scale, 0.4f, true);
+        },
+        qkv_leaves(c, 40));
+  }
+  // Larger, with scores big enough that the max subtraction matters.
+  Case big{2, 3, 17, 17, 8, 8};
+  std::vector<Tensor> in = qkv_leaves(big, 50);
+  for (Tensor& t : in) t = mul(t, 3.f).detach().requires_grad_();
+  check_same([](auto& t) { return softmax_attention(t[0], t[1], t[2], 0.35f); },
+             [](auto& t) { return composed_attention(t[0], t[1], t[2], 0.35f, 0.f, false); }, in);
+}
+
+TEST_CASE("softmax_attention: values and gradients worked out by hand") {
+  // B = h = 1, N = 2, d = 4, scale = 4^-½ = 1/2.
+  //   q = [[l, l, 0, 0], [0, 0, 0, 0]] with l = ln 3,  k = [[1, 1, 0, 0], [0, 0, 0, 0]]
+  //   scores/2: row 0 = (2l/2, 0) = (ln 3, 0) -> P0 = (3/4, 1/4);  row 1 = (0, 0) -> P1 = (1/2, 1/2)
+  //   v = [[4, 0, 1, 2], [8, 4, 1, -2]]
+  //   o0 = 3/4 v0 + 1/4 v1 = (3+2, 0+1, 1, 1.5-0.5) = (5, 1, 1, 1)
+  //   o1 = (v0 + v1)/2 = (6, 2, 1, 0)
+  // Gradients of L = Σ o (dO = 1):
+  //   dv_j = Σ_i P_ij (1, 1, 1, 1): dv0 = 3/4 + 1/2 = 5/4, dv1 = 1/4 + 1/2 = 3/4 (every column)
+  //   dP_ij = Σ_c v_jc: (7, 11) in both rows
+  //   row 0: r = 3/4·7 + 1/4·11 = 8, dS = (3/4·(7-8), 1/4·(11-8)) = (-3/4, 3/4)
+  //   row 1: r = (7 + 11)/2 = 9,   dS = (1/2·(-2), 1/2·2) = (-1, 1)
+  //   dq_i = 1/2 Σ_j dS_ij k_j: dq0 = 1/2·(-3/4)·k0 = (-3/8, -3/8, 0, 0), dq1 = (-1/2, -1/2, 0, 0)
+  //   dk_j = 1/2 Σ_i dS_ij q_i: dk0 = 1/2·(-3/4)·q0 = -3/8·l (1, 1, 0, 0), dk1 = +3/8·l (1, 1, 0, 0)
+  const float l = std::log(3.f);
+  Tensor q = from_vector({l, l, 0, 0, 0, 0, 0, 0}, {1, 1, 2, 4}).requires_grad_();
+  Tensor k = from_vector({1, 1, 0, 0, 0, 0, 0, 0}, {1, 1, 2, 4}).requires_grad_();
+  Tensor v = from_vector({4, 0, 1, 2, 8, 4, 1, -2}, {1, 1, 2, 4}).requires_grad_();
+  int64_t exps = 0;
+  Tensor o = softmax_attention(q, k, v, 0.5f, 0.f, false, rng(RngStream::Dropout), &exps);
+  check_close(o, {5, 1, 1, 1, 6, 2, 1, 0});
+  CHECK(exps == 4);
+  sum(o).backward();
+  check_close(v.grad(), {1.25f, 1.25f, 1.25f, 1.25f, 0.75f, 0.75f, 0.75f, 0.75f});
+  check_close(q.grad(), {-0.375f, -0.375f, 0, 0, -0.5f, -0.5f, 0, 0});
+  const float a = 0.375f * l;
+  check_close(k.grad(), {-a, -a, 0, 0, a, a, 0, 0});
+}
+
+TEST_CASE("SoftmaxAttention: gradcheck of the module w.r.t. x and every parameter") {
+  struct M { int64_t dim, heads, N; };
+  for (M c : {M{8, 2, 3}, M{8, 2, 5}, M{6, 1, 3}, M{4, 1, 5}}) {  // d = 4, 4, 6, 4: N < d and N > d
+    CAPTURE(c.heads);
+    CAPTURE(c.N);
+    auto attn = make_module(c.dim, c.heads);
+    Tensor x = randn_leaf({2, c.N, c.dim}, 60);
+    std::vector<Tensor> inputs{x};
+    for (auto& [name, p] : attn->named_parameters()) inputs.push_back(p);
+    CHECK(inputs.size() == 5);  // qkv.weight, qkv.bias, proj.weight, proj.bias
+    CHECK_GRADCHECK([&](const std::vector<Tensor>&) { return attn->forward(x); }, inputs);
+  }
+  // Training with attention dropout, the mask fixed by reseeding before every forward.
+  auto attn = make_module(8, 2, 0.25f);
+  attn->train();
+  Tensor x = randn_leaf({2, 4, 8}, 61);
+  std::vector<Tensor> inputs{x};
+  for (auto& [name, p] : attn->named_parameters()) inputs.push_back(p);
+  CHECK_GRADCHECK(
+      [&](const std::vector<Tensor>&) {
+        reseed_dropout();
+        return attn->forward(x);
+      },
+      inputs);
+}
+
+TEST_CASE("SoftmaxAttention: parameter names as timm") {
+  auto attn = make_module(8, 2);
+  std::vector<std::string> names;
+  for (auto& [name, p] : attn->named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"qkv.weight", "qkv.bias", "proj.weight", "proj.bias"});
+  CHECK(attn->qkv->weight.shape() == Shape{24, 8});
+}
+
+TEST_CASE("SoftmaxAttention: #exp is h·N² per image") {
+  auto attn = make_module(8, 2);
+  CHECK(attn->exp_calls() == 0);
+  attn->forward(randn({3, 5, 8}));
+  CHECK(attn->exp_calls() == 3 * 2 * 5 * 5);
+  attn->forward(randn({1, 7, 8}));
+  CHECK(attn->exp_calls() == 150 + 2 * 7 * 7);
+  attn->reset_exp_calls();
+  CHECK(attn->exp_calls() == 0);
+  // The free function counts Nq·Nk per (b, head).
+  int64_t n = 0;
+  softmax_attention(randn({2, 3, 4, 8}), randn({2, 3, 6, 8}), randn({2, 3, 6, 8}), 0.3f, 0.f, false,
+                    rng(RngStream::Dropout), &n);
+  CHECK(n == 2 * 3 * 4 * 6);
+}
+
+TEST_CASE("SoftmaxAttention: attention dropout") {
+  Tensor x = randn({2, 6, 8});
+  auto plain = make_module(8, 2, 0.f);
+  auto dropped = make_module(8, 2, 0.5f);  // same parameters (same seed)
+  NoGradGuard ng;
+  SUBCASE("eval is the identity on the attention weights") {
+    dropped->eval();
+    plain->eval();
+    CHECK(max_abs_diff(dropped->forward(x), plain->forward(x)) == 0.f);
+  }
+  SUBCASE("training: same seed same output, another seed another output") {
+    dropped->train();
+    rng(RngStream::Dropout).manual_seed(1);
+    Tensor a = dropped->forward(x);
+    rng(RngStream::Dropout).manual_seed(1);
+    Tensor b = dropped->forward(x);
+    rng(RngStream::Dropout).manual_seed(2);
+    Tensor c = dropped->forward(x);
+    CHECK(max_abs_diff(a, b) == 0.f);
+    CHECK(max_abs_diff(a, c) > 1e-3f);
+    plain->eval();
+    CHECK(max_abs_diff(a, plain->forward(x)) > 1e-3f);
+  }
+  SUBCASE("training with p = 0 draws nothing") {
+    plain->train();
+    rng(RngStream::Dropout).manual_seed(3);
+    Tensor a = plain->forward(x);
+    const auto state = rng(RngStream::Dropout).state();
+    rng(RngStream::Dropout).manual_seed(3);
+    CHECK(state == rng(RngStream::Dropout).state());
+    plain->eval();
+    CHECK(max_abs_diff(a, plain->forward(x)) == 0.f);
+  }
+}
+
+TEST_CASE("SoftmaxAttention: qk_hook sees q and k") {
+  auto attn = make_module(8, 2);
+  Shape seen;
+  attn->qk_hook = [&](const Tensor& q, const Tensor& k) {
+    CHECK(q.shape() == k.shape());
+    seen = q.shape();
+  };
+  attn->forward(randn({2, 5, 8}));
+  CHECK(seen == Shape{2, 2, 5, 4});
+}
+
+TEST_CASE("softmax_attention: same bits at 1 and 2 threads") {
+  Case c{2, 4, 64, 64, 32, 32};  // big enough for one pair per chunk
+  std::vector<Tensor> in = qkv_leaves(c, 70);
+  auto run = [&](int threads) {
+    const int before = num_threads();
+    set_num_threads(threads);
+    std::vector<Tensor> t;
+    for (const Tensor& x : in) t.push_back(x.detach().clone().requires_grad_());
+    reseed_dropout();
+    Tensor o = softmax_attention(t[0], t[1], t[2], 0.2f, 0.1f, true);
+    o.backward(ones(o.shape()));
+    set_num_threads(before);
+    return std::vector<Tensor>{o, t[0].grad(), t[1].grad(), t[2].grad()};
+  };
+  auto a = run(1), b = run(2);
+  for (size_t i = 0; i < a.size(); ++i) CHECK(max_abs_diff(a[i], b[i]) == 0.f);
+}
+
+TEST_CASE("softmax_attention: bad shapes and options are sima::Error") {
+  Tensor q = randn({2, 2, 3, 4});
+  CHECK_THROWS_AS(softmax_attention(q, randn({2, 2, 3, 5}), randn({2, 2, 3, 4}), 0.5f), Error);
+  CHECK_THROWS_AS(softmax_attention(q, q, randn({2, 2, 4, 4}), 0.5f), Error);
+  CHECK_THROWS_AS(softmax_attention(randn({2, 3, 4}), q, q, 0.5f), Error);
+  CHECK_THROWS_AS(softmax_attention(q, q, q, 0.5f, 1.f, true), Error);
+  CHECK_THROWS_AS(softmax_attention(q, q, q, 0.f), Error);
+  auto attn = make_module(8, 2);
+  CHECK_THROWS_WITH_AS(attn->forward(randn({2, 3, 6})), doctest::Contains("SoftmaxAttention"), Error);
+  AttentionOptions opt;
+  opt.dim = 8;
+  opt.num_heads = 3;
+  CHECK_THROWS_AS(SoftmaxAttention{opt}, Error);
+}
+
+TEST_CASE("softmax_attention: the same values with and without a graph") {
+  std::vector<Tensor> in = qkv_leaves(kCases[4], 80);
+  Tensor with = softmax_attention(in[0], in[1], in[2], 0.5f);
+  NoGradGuard ng;
+  Tensor without = softmax_attention(in[0], in[1], in[2], 0.5f);
+  CHECK(!without.requires_grad());
+  CHECK(max_abs_diff(with, without) == 0.f);
+}
