@@ -13,8 +13,9 @@
 // Derivation for one column (drop c): y_k = x_k / n, so
 //   ∂y_k/∂x_j = δ_kj / n − x_k · (∂n/∂x_j) / n²
 //   dx_j = Σ_k g_k ∂y_k/∂x_j = (g_j − (∂n/∂x_j) · Σ_k g_k y_k) / n = (g_j − (∂n/∂x_j) · s) / n
-// with ∂n/∂x_j = sign(x_j) for ℓ1 and x_j / n = y_j for ℓ2. Since n > 0 on that branch,
-// sign(y) = sign(x), so y (saved anyway) replaces x. sign(0) = 0, as in PyTorch.
+// with ∂n/∂x_j = sign(x_j) for ℓ1 and x_j / n = y_j for ℓ2; sign(0) = 0, as in PyTorch.
+// The backward takes x, not y: callers save the input (usually a view of the qkv output,
+// kept alive anyway) and the d norms, rather than a second N×d tensor y.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -25,24 +26,13 @@ namespace sima {
 
 enum class ColumnNorm { None, L1, L2 };
 
-// x, y: N×d; norm: d, receives n_c (before the clamp; untouched for None). y may not alias x.
-inline void column_normalize(const float* x, float* y, float* norm, int64_t N, int64_t d,
-                             ColumnNorm p, float eps) {
+// y = x / max(norm, eps) column-wise (a copy for None). x, y: N×d, norm: d. y may alias x.
+inline void column_scale(const float* x, const float* norm, float* y, int64_t N, int64_t d,
+                         ColumnNorm p, float eps) {
   if (p == ColumnNorm::None) {
-    std::memcpy(y, x, sizeof(float) * N * d);
+    if (y != x) std::memcpy(y, x, sizeof(float) * N * d);
     return;
   }
-  // Column sums, a row at a time so the inner loop runs along memory (and vectorises).
-  std::fill(norm, norm + d, 0.f);
-  for (int64_t i = 0; i < N; ++i) {
-    const float* xi = x + i * d;
-    if (p == ColumnNorm::L1)
-      for (int64_t c = 0; c < d; ++c) norm[c] += std::fabs(xi[c]);
-    else
-      for (int64_t c = 0; c < d; ++c) norm[c] += xi[c] * xi[c];
-  }
-  if (p == ColumnNorm::L2)
-    for (int64_t c = 0; c < d; ++c) norm[c] = std::sqrt(norm[c]);
   for (int64_t i = 0; i < N; ++i) {
     const float* xi = x + i * d;
     float* yi = y + i * d;
@@ -50,8 +40,28 @@ inline void column_normalize(const float* x, float* y, float* norm, int64_t N, i
   }
 }
 
-// g, y: N×d; norm: d from the forward; dx: N×d (may alias g); s: d floats of scratch.
-inline void column_normalize_backward(const float* g, const float* y, const float* norm, float* dx,
+// x, y: N×d; norm: d, receives n_c (before the clamp; untouched for None). y may not alias x.
+inline void column_normalize(const float* x, float* y, float* norm, int64_t N, int64_t d,
+                             ColumnNorm p, float eps) {
+  if (p != ColumnNorm::None) {
+    // Column sums, a row at a time so the inner loop runs along memory (and vectorises).
+    std::fill(norm, norm + d, 0.f);
+    for (int64_t i = 0; i < N; ++i) {
+      const float* xi = x + i * d;
+      if (p == ColumnNorm::L1)
+        for (int64_t c = 0; c < d; ++c) norm[c] += std::fabs(xi[c]);
+      else
+        for (int64_t c = 0; c < d; ++c) norm[c] += xi[c] * xi[c];
+    }
+    if (p == ColumnNorm::L2)
+      for (int64_t c = 0; c < d; ++c) norm[c] = std::sqrt(norm[c]);
+  }
+  column_scale(x, norm, y, N, d, p, eps);
+}
+
+// g, x: N×d (x the forward's input: y is recomputed from it, not saved); norm: d from the
+// forward; dx: N×d (may alias g); s: d floats of scratch.
+inline void column_normalize_backward(const float* g, const float* x, const float* norm, float* dx,
                                       float* s, int64_t N, int64_t d, ColumnNorm p, float eps) {
   if (p == ColumnNorm::None) {
     if (dx != g) std::memcpy(dx, g, sizeof(float) * N * d);
@@ -59,22 +69,25 @@ inline void column_normalize_backward(const float* g, const float* y, const floa
   }
   std::fill(s, s + d, 0.f);
   for (int64_t i = 0; i < N; ++i) {
-    const float *gi = g + i * d, *yi = y + i * d;
-    for (int64_t c = 0; c < d; ++c) s[c] += gi[c] * yi[c];
+    const float *gi = g + i * d, *xi = x + i * d;
+    for (int64_t c = 0; c < d; ++c) s[c] += gi[c] * xi[c];
   }
-  // Clamped columns (n_c < eps) get s_c = 0, so one loop covers both branches:
-  // dx = (g − ∂n·s) / max(n, eps).
-  for (int64_t c = 0; c < d; ++c) s[c] = norm[c] >= eps ? s[c] : 0.f;
+  // s_c = Σ g·y = (Σ g·x) / n_c. Clamped columns (n_c < eps) get s_c = 0, so one loop
+  // covers both branches: dx = (g − ∂n·s) / max(n, eps).
+  for (int64_t c = 0; c < d; ++c) s[c] = norm[c] >= eps ? s[c] / norm[c] : 0.f;
   for (int64_t i = 0; i < N; ++i) {
-    const float *gi = g + i * d, *yi = y + i * d;
+    const float *gi = g + i * d, *xi = x + i * d;
     float* di = dx + i * d;
     if (p == ColumnNorm::L1)
       for (int64_t c = 0; c < d; ++c) {
-        const float sgn = yi[c] > 0.f ? 1.f : (yi[c] < 0.f ? -1.f : 0.f);
+        const float sgn = xi[c] > 0.f ? 1.f : (xi[c] < 0.f ? -1.f : 0.f);
         di[c] = (gi[c] - sgn * s[c]) / std::max(norm[c], eps);
       }
     else
-      for (int64_t c = 0; c < d; ++c) di[c] = (gi[c] - yi[c] * s[c]) / std::max(norm[c], eps);
+      for (int64_t c = 0; c < d; ++c) {
+        const float r = std::max(norm[c], eps);
+        di[c] = (gi[c] - xi[c] / r * s[c]) / r;
+      }
   }
 }
 

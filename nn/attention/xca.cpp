@@ -64,8 +64,9 @@ Tensor draw_attn_mask(int64_t n, float p, bool training) {
 }  // namespace
 
 // q, k, v (B, h, N, d), temperature (h, 1, 1) -> out (B, h, N, d).
-// Saved for backward: q̂, k̂, v, the column norms (B, h, d), L and A (B, h, d, d), the mask,
-// τ. All but the first three are d×d per pair: small next to the N×d inputs.
+// Saved for backward: q, k, v (views of the qkv output in the module, alive anyway), the
+// column norms (B, h, d), L and A (B, h, d, d), the mask, τ: d×d per pair, small next to
+// the N×d inputs. q̂, k̂ are recomputed from q, k and the norms.
 Tensor xca_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& temperature,
                      float attn_drop, bool training, int64_t* exp_calls, Tensor* q_hat,
                      Tensor* k_hat) {
@@ -77,31 +78,37 @@ Tensor xca_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   check(attn_drop >= 0.f && attn_drop < 1.f, "xca_attention: attn_drop must be in [0, 1), got ",
         attn_drop);
 
-  Tensor qh = empty(q.shape()), kh = empty(q.shape()), out = empty(q.shape());
+  const bool keep_hat = q_hat || k_hat;  // q̂, k̂ as full tensors, else per-chunk scratch
+  Tensor qh = keep_hat ? empty(q.shape()) : Tensor(), kh = keep_hat ? empty(q.shape()) : Tensor();
+  Tensor out = empty(q.shape());
   Tensor qn = empty({B, h, d}), kn = empty({B, h, d});
   Tensor L = empty({B, h, d, d}), A = empty({B, h, d, d});
   Tensor mask = draw_attn_mask(P * d * d, attn_drop, training);
   const float *pq = q.data(), *pk = k.data(), *pv = v.data(), *ptau = temperature.data();
   const float* pmask = mask.defined() ? mask.data() : nullptr;
-  float *pqh = qh.data(), *pkh = kh.data(), *pqn = qn.data(), *pkn = kn.data(), *po = out.data();
+  float *pqn = qn.data(), *pkn = kn.data(), *po = out.data();
   float *pL = L.data(), *pA = A.data();
 
   const int64_t grain = std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, 2 * N * d * d));
   std::atomic<int64_t> exps{0};
   parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
-    Tensor Ad = pmask ? empty({d, d}) : Tensor();  // A ⊙ mask, scratch per chunk
+    // scratch per chunk: A ⊙ mask (d×d), then q̂ and k̂ (N×d each) unless kept
+    Tensor scratch = empty({d * d + (keep_hat ? 0 : 2 * N * d)});
+    float* Ad = scratch.data();
     int64_t n_exp = 0;
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t nd = p * N * d, dd = p * d * d;
-      float *qhp = pqh + nd, *khp = pkh + nd, *Lp = pL + dd, *Ap = pA + dd;
+      float* qhp = keep_hat ? qh.data() + nd : Ad + d * d;
+      float* khp = keep_hat ? kh.data() + nd : Ad + d * d + N * d;
+      float *Lp = pL + dd, *Ap = pA + dd;
       column_normalize(pq + nd, qhp, pqn + p * d, N, d, ColumnNorm::L2, kXcaEps);
       column_normalize(pk + nd, khp, pkn + p * d, N, d, ColumnNorm::L2, kXcaEps);
       gemm(true, false, d, d, N, qhp, khp, 0.f, Lp);  // L = q̂ᵀ k̂     (d×d)
       n_exp += softmax_rows(Lp, ptau[p % h], Ap, d);  // A = softmax(τ L)
       const float* Au = Ap;
       if (pmask) {
-        for (int64_t j = 0; j < d * d; ++j) Ad.data()[j] = Ap[j] * pmask[dd + j];
-        Au = Ad.data();
+        for (int64_t j = 0; j < d * d; ++j) Ad[j] = Ap[j] * pmask[dd + j];
+        Au = Ad;
       }
       gemm(false, true, N, d, d, pv + nd, Au, 0.f, po + nd);  // out = v A'ᵀ  (N×d)
     }
@@ -113,9 +120,10 @@ Tensor xca_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
 
   if (needs_grad(q, k, v, temperature))
     attach_grad_fn(out, "xca_attention", {q, k, v, temperature},
-                   [qh, kh, vs = v.detach(), qn, kn, L, A, mask, ts = temperature.detach(), B, h, N,
-                    d, grain, rq = q.requires_grad(), rk = k.requires_grad(),
-                    rv = v.requires_grad(), rt = temperature.requires_grad()](const Tensor& g) -> Grads {
+                   [qs = q.detach(), ks = k.detach(), vs = v.detach(), qn, kn, L, A, mask,
+                    ts = temperature.detach(), B, h, N, d, grain, rq = q.requires_grad(),
+                    rk = k.requires_grad(), rv = v.requires_grad(),
+                    rt = temperature.requires_grad()](const Tensor& g) -> Grads {
       // g = dL/dout (B, h, N, d) -> dq, dk, dv (B, h, N, d), dτ (h, 1, 1). Per pair, G (N×d):
       //   dA' = Gᵀ v   (d×d)     from out[i, c] = Σ_c' A'[c, c'] v[i, c']
       //   dv  = G A'   (N×d)
@@ -125,21 +133,23 @@ Tensor xca_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
       //   dq̂ = k̂ dLᵀ, dk̂ = q̂ dL  (N×d)         from L[c, c'] = Σ_i q̂[i, c] k̂[i, c']
       //   dq, dk from dq̂, dk̂ through the ℓ2 normalisation backward (column_norm.h).
       const int64_t P = B * h;
-      Tensor dq = rq ? empty(qh.shape()) : Tensor(), dk = rk ? empty(qh.shape()) : Tensor(),
-             dv = rv ? empty(qh.shape()) : Tensor();
+      Tensor dq = rq ? empty(qs.shape()) : Tensor(), dk = rk ? empty(qs.shape()) : Tensor(),
+             dv = rv ? empty(qs.shape()) : Tensor();
       Tensor dtau_pair = rt ? empty({P}) : Tensor();  // Σ dZ ⊙ L per pair, summed over b below
-      const float *pg = g.data(), *pqh = qh.data(), *pkh = kh.data(), *pv = vs.data(),
+      const float *pg = g.data(), *pq = qs.data(), *pk = ks.data(), *pv = vs.data(),
                   *pqn = qn.data(), *pkn = kn.data(), *pL = L.data(), *pA = A.data(),
                   *ptau = ts.data(), *pmask = mask.defined() ? mask.data() : nullptr;
       float *pdq = rq ? dq.data() : nullptr, *pdk = rk ? dk.data() : nullptr,
             *pdv = rv ? dv.data() : nullptr, *pdt = rt ? dtau_pair.data() : nullptr;
       const bool need_dZ = rq || rk || rt;
       parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
-        Tensor scratch = empty({2 * d * d + d});  // dA (then dZ, dL), A', d floats for colnorm
-        float *dA = scratch.data(), *Ad = dA + d * d, *s = Ad + d * d;
+        // scratch per chunk: dA (then dZ, dL), A' (d×d each), q̂, k̂ (N×d each), d floats
+        Tensor scratch = empty({2 * d * d + 2 * N * d + d});
+        float *dA = scratch.data(), *Ad = dA + d * d, *qhp = Ad + d * d, *khp = qhp + N * d,
+              *s = khp + N * d;
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t nd = p * N * d, dd = p * d * d;
-          const float *gp = pg + nd, *qhp = pqh + nd, *khp = pkh + nd, *vp = pv + nd;
+          const float *gp = pg + nd, *qp = pq + nd, *kp = pk + nd, *vp = pv + nd;
           const float *Lp = pL + dd, *Ap = pA + dd, *mp = pmask ? pmask + dd : nullptr;
           const float tau = ptau[p % h];
           if (rv) {
@@ -151,6 +161,8 @@ Tensor xca_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
             gemm(false, false, N, d, d, gp, Au, 0.f, pdv + nd);  // dv = G A'  (N×d)
           }
           if (!need_dZ) continue;
+          column_scale(qp, pqn + p * d, qhp, N, d, ColumnNorm::L2, kXcaEps);  // q̂
+          column_scale(kp, pkn + p * d, khp, N, d, ColumnNorm::L2, kXcaEps);  // k̂
           gemm(true, false, d, d, N, gp, vp, 0.f, dA);  // dA' = Gᵀ v  (d×d)
           if (mp)
             for (int64_t j = 0; j < d * d; ++j) dA[j] *= mp[j];  // dA = dA' ⊙ mask
@@ -169,12 +181,12 @@ Tensor xca_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
           if (rt) pdt[p] = static_cast<float>(dt);
           if (rq) {
             gemm(false, true, N, d, d, khp, dA, 0.f, pdq + nd);  // dq̂ = k̂ dLᵀ  (N×d)
-            column_normalize_backward(pdq + nd, qhp, pqn + p * d, pdq + nd, s, N, d,
+            column_normalize_backward(pdq + nd, qp, pqn + p * d, pdq + nd, s, N, d,
                                       ColumnNorm::L2, kXcaEps);
           }
           if (rk) {
             gemm(false, false, N, d, d, qhp, dA, 0.f, pdk + nd);  // dk̂ = q̂ dL  (N×d)
-            column_normalize_backward(pdk + nd, khp, pkn + p * d, pdk + nd, s, N, d,
+            column_normalize_backward(pdk + nd, kp, pkn + p * d, pdk + nd, s, N, d,
                                       ColumnNorm::L2, kXcaEps);
           }
         }
