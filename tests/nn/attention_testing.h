@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel.h"
 #include "nn/attention/attention.h"
 #include "nn/init.h"
 #include "testing.h"

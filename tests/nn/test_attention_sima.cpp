@@ -307,3 +307,25 @@ TEST_CASE("SimaAttention / sima_attention: bad options and shapes are sima::Erro
   CHECK_THROWS_AS(sima_attention(q, q, randn({1, 2, 4, 4})), Error);
   CHECK_THROWS_AS(sima_attention(randn({2, 3, 4}), randn({2, 3, 4}), randn({2, 3, 4})), Error);
 }
+
+TEST_CASE("sima_attention: the parallel path (pairs split across threads) is correct and deterministic") {
+  const int prev = num_threads();
+  set_num_threads(2);  // sizes large enough for one pair per chunk
+  for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst}) {
+    CAPTURE(order == SimaOrder::QkFirst);
+    Tensor q = randn_leaf({2, 4, 64, 32}, 71), k = randn_leaf({2, 4, 64, 32}, 72),
+           v = randn_leaf({2, 4, 64, 32}, 73);
+    check_same_fn([=](auto& in) { return sima_attention(in[0], in[1], in[2], SimaNorm::L1, order); },
+                  [=](auto& in) { return sima_composed(in[0], in[1], in[2], SimaNorm::L1, false); },
+                  {q, k, v});
+    auto run = [&] {
+      std::vector<Tensor> in = leaf_copies({q, k, v});
+      Tensor y = sima_attention(in[0], in[1], in[2], SimaNorm::L1, order);
+      y.backward(ones(y.shape()));
+      return std::vector<Tensor>{y, in[0].grad(), in[1].grad(), in[2].grad()};
+    };
+    std::vector<Tensor> a = run(), b = run();
+    for (size_t i = 0; i < a.size(); ++i) CHECK(max_abs_diff(a[i], b[i]) == 0.f);
+  }
+  set_num_threads(prev);
+}

@@ -198,3 +198,21 @@ TEST_CASE("xca_attention: bad shapes are sima::Error naming the culprit") {
   o.num_heads = 3;
   CHECK_THROWS_AS(XCAttention{o}, Error);
 }
+
+TEST_CASE("xca_attention: the parallel path (pairs split across threads) is correct and deterministic") {
+  const int prev = num_threads();
+  set_num_threads(2);  // sizes large enough for one pair per chunk
+  Tensor q = randn_leaf({2, 4, 64, 32}, 71), k = randn_leaf({2, 4, 64, 32}, 72), v = randn_leaf({2, 4, 64, 32}, 73);
+  Tensor tau = uniform_leaf({4, 1, 1}, 0.5f, 2.f, 74);
+  check_same_fn([](auto& in) { return xca_attention(in[0], in[1], in[2], in[3]); },
+                [](auto& in) { return xca_composed(in[0], in[1], in[2], in[3]); }, {q, k, v, tau});
+  auto run = [&] {
+    std::vector<Tensor> in = leaf_copies({q, k, v, tau});
+    Tensor y = xca_attention(in[0], in[1], in[2], in[3]);
+    y.backward(ones(y.shape()));
+    return std::vector<Tensor>{y, in[0].grad(), in[1].grad(), in[2].grad(), in[3].grad()};
+  };
+  std::vector<Tensor> a = run(), b = run();
+  for (size_t i = 0; i < a.size(); ++i) CHECK(max_abs_diff(a[i], b[i]) == 0.f);
+  set_num_threads(prev);
+}
