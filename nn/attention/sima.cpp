@@ -1,0 +1,171 @@
+// SimA attention: the fused core (normalisation + two products) and its hand-derived backward.
+//
+// Per (batch, head) pair, q (N×d), k, v (Nk×d), all row-major slices of the (B, h, ·, d) inputs:
+//   q̂ = colnorm(q), k̂ = colnorm(k)                 (column_norm.h, forward and backward)
+//   qk_first: A = q̂ k̂ᵀ (N×Nk),  out = A v
+//   kv_first: M = k̂ᵀ v (d×d),   out = q̂ M
+// The pairs are independent: one parallel_for over them, one single-threaded sgemm per product.
+#include "nn/attention/sima.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/ops/gemm.h"
+#include "core/parallel.h"
+#include "nn/attention/column_norm.h"
+
+namespace sima {
+
+SimaNorm parse_sima_norm(const std::string& s, const std::string& who) {
+  if (s == "l1") return SimaNorm::L1;
+  if (s == "l2") return SimaNorm::L2;
+  if (s == "none") return SimaNorm::None;
+  fail(who, ": norm must be one of l1, l2, none (got '", s, "')");
+}
+
+SimaOrder parse_sima_order(const std::string& s, const std::string& who) {
+  if (s == "auto") return SimaOrder::Auto;
+  if (s == "qk_first") return SimaOrder::QkFirst;
+  if (s == "kv_first") return SimaOrder::KvFirst;
+  fail(who, ": order must be one of auto, qk_first, kv_first (got '", s, "')");
+}
+
+SimaOrder resolve_sima_order(SimaOrder order, int64_t N, int64_t d) {
+  if (order != SimaOrder::Auto) return order;
+  return N < d ? SimaOrder::QkFirst : SimaOrder::KvFirst;
+}
+
+namespace {
+ColumnNorm column_norm(SimaNorm n) {
+  return n == SimaNorm::L1 ? ColumnNorm::L1 : n == SimaNorm::L2 ? ColumnNorm::L2 : ColumnNorm::None;
+}
+}  // namespace
+
+// q (B, h, N, d), k, v (B, h, Nk, d) -> out (B, h, N, d).
+// Saved for backward: q, k, v (views: in the module they share the qkv output's storage,
+// alive anyway), the column norms of q and k (B, h, d), and for kv_first M = k̂ᵀ v
+// (B, h, d, d). q̂, k̂ and, for qk_first, the N×Nk matrix A are recomputed, not saved.
+Tensor sima_attention(const Tensor& q, const Tensor& k, const Tensor& v, SimaNorm norm,
+                      SimaOrder order, float eps, Tensor* q_hat, Tensor* k_hat) {
+  check(q.dim() == 4 && k.dim() == 4 && v.shape() == k.shape() && k.size(0) == q.size(0) &&
+            k.size(1) == q.size(1) && k.size(3) == q.size(3),
+        "sima_attention: q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(),
+        " must be (B, h, N, d), (B, h, N_kv, d), (B, h, N_kv, d)");
+  check(eps > 0.f && std::isfinite(eps), "sima_attention: eps must be positive and finite, got ", eps);
+  const int64_t B = q.size(0), h = q.size(1), N = q.size(2), Nk = k.size(2), d = q.size(3);
+  const ColumnNorm cn = column_norm(norm);
+  const bool qk_first = resolve_sima_order(order, N, d) == SimaOrder::QkFirst;
+
+  // q̂, k̂ go to full tensors only when the caller wants them, else to per-chunk scratch.
+  const bool keep_hat = q_hat || k_hat;
+  Tensor qh = keep_hat ? empty(q.shape()) : Tensor(), kh = keep_hat ? empty(k.shape()) : Tensor();
+  Tensor out = empty(q.shape());
+  Tensor qn = empty({B, h, d}), kn = empty({B, h, d});  // column norms, before the eps clamp
+  Tensor M = qk_first ? Tensor() : empty({B, h, d, d});
+  const float *pq = q.data(), *pk = k.data(), *pv = v.data();
+  float *pqn = qn.data(), *pkn = kn.data(), *po = out.data(), *pM = qk_first ? nullptr : M.data();
+
+  const int64_t work = qk_first ? N * Nk * d : (N + Nk) * d * d;  // multiply-adds per pair
+  const int64_t grain = std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, work));
+  parallel_for(B * h, grain, [&](int64_t p0, int64_t p1) {
+    // scratch per chunk: q̂ (N×d) and k̂ (Nk×d) unless kept, then A (N×Nk) for qk_first
+    const int64_t hat = keep_hat ? 0 : (N + Nk) * d;
+    Tensor scratch = empty({std::max<int64_t>(1, hat + (qk_first ? N * Nk : 0))});
+    float* A = scratch.data() + hat;
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* vp = pv + p * Nk * d;
+      float* qhp = keep_hat ? qh.data() + p * N * d : scratch.data();
+      float* khp = keep_hat ? kh.data() + p * Nk * d : scratch.data() + N * d;
+      float* op = po + p * N * d;
+      column_normalize(pq + p * N * d, qhp, pqn + p * d, N, d, cn, eps);
+      column_normalize(pk + p * Nk * d, khp, pkn + p * d, Nk, d, cn, eps);
+      if (qk_first) {
+        gemm(false, true, N, Nk, d, qhp, khp, 0.f, A);  // A = q̂ k̂ᵀ     (N×Nk)
+        gemm(false, false, N, d, Nk, A, vp, 0.f, op);   // out = A v     (N×d)
+      } else {
+        float* Mp = pM + p * d * d;
+        gemm(true, false, d, d, Nk, khp, vp, 0.f, Mp);  // M = k̂ᵀ v       (d×d)
+        gemm(false, false, N, d, d, qhp, Mp, 0.f, op);  // out = q̂ M      (N×d)
+      }
+    }
+  });
+  if (q_hat) *q_hat = qh;
+  if (k_hat) *k_hat = kh;
+
+  if (needs_grad(q, k, v))
+    attach_grad_fn(out, "sima_attention", {q, k, v},
+                   [qs = q.detach(), ks = k.detach(), vs = v.detach(), qn, kn, M, cn, eps, qk_first,
+                    B, h, N, Nk, d, grain, rq = q.requires_grad(), rk = k.requires_grad(),
+                    rv = v.requires_grad()](const Tensor& g) -> Grads {
+      // g = dL/dout (B, h, N, d) -> dq (B, h, N, d), dk, dv (B, h, Nk, d).
+      // q̂, k̂ recomputed from q, k and the saved norms; products next (dq̂, dk̂, dv), then
+      // dq̂ -> dq and dk̂ -> dk in place through the normalisation backward (column_norm.h).
+      //   qk_first: dA = g vᵀ (N×Nk), dv = Aᵀ g, dq̂ = dA k̂, dk̂ = dAᵀ q̂
+      //   kv_first: dq̂ = g Mᵀ, dM = q̂ᵀ g (d×d), dk̂ = v dMᵀ, dv = k̂ dM
+      Tensor dq = rq ? empty(qs.shape()) : Tensor(), dk = rk ? empty(ks.shape()) : Tensor(),
+             dv = rv ? empty(ks.shape()) : Tensor();
+      const float *pg = g.data(), *pq = qs.data(), *pk = ks.data(), *pv = vs.data();
+      const float *pqn = qn.data(), *pkn = kn.data(), *pM = qk_first ? nullptr : M.data();
+      float *pdq = rq ? dq.data() : nullptr, *pdk = rk ? dk.data() : nullptr,
+            *pdv = rv ? dv.data() : nullptr;
+      parallel_for(B * h, grain, [&](int64_t p0, int64_t p1) {
+        // scratch per chunk: q̂ (N×d), k̂ (Nk×d), the N×Nk (qk_first) or d×d (kv_first)
+        // matrix, d floats for the normalisation backward
+        const int64_t mat = qk_first ? N * Nk : d * d;
+        Tensor scratch = empty({(N + Nk) * d + mat + d});
+        float *qhp = scratch.data(), *khp = qhp + N * d, *S = khp + Nk * d, *s = S + mat;
+        for (int64_t p = p0; p < p1; ++p) {
+          const float *gp = pg + p * N * d, *qp = pq + p * N * d, *kp = pk + p * Nk * d,
+                      *vp = pv + p * Nk * d;
+          float* dqp = rq ? pdq + p * N * d : nullptr;
+          float* dkp = rk ? pdk + p * Nk * d : nullptr;
+          float* dvp = rv ? pdv + p * Nk * d : nullptr;
+          column_scale(qp, pqn + p * d, qhp, N, d, cn, eps);  // q̂
+          column_scale(kp, pkn + p * d, khp, Nk, d, cn, eps);  // k̂
+          if (qk_first) {
+            if (rv) {
+              gemm(false, true, N, Nk, d, qhp, khp, 0.f, S);  // A = q̂ k̂ᵀ, recomputed  (N×Nk)
+              gemm(true, false, Nk, d, N, S, gp, 0.f, dvp);   // dv = Aᵀ g             (Nk×d)
+            }
+            if (rq || rk) gemm(false, true, N, Nk, d, gp, vp, 0.f, S);  // dA = g vᵀ  (N×Nk)
+            if (rq) gemm(false, false, N, d, Nk, S, khp, 0.f, dqp);    // dq̂ = dA k̂  (N×d)
+            if (rk) gemm(true, false, Nk, d, N, S, qhp, 0.f, dkp);     // dk̂ = dAᵀ q̂ (Nk×d)
+          } else {
+            const float* Mp = pM + p * d * d;
+            if (rq) gemm(false, true, N, d, d, gp, Mp, 0.f, dqp);      // dq̂ = g Mᵀ  (N×d)
+            if (rk || rv) gemm(true, false, d, d, N, qhp, gp, 0.f, S);  // dM = q̂ᵀ g (d×d)
+            if (rk) gemm(false, true, Nk, d, d, vp, S, 0.f, dkp);      // dk̂ = v dMᵀ (Nk×d)
+            if (rv) gemm(false, false, Nk, d, d, khp, S, 0.f, dvp);    // dv = k̂ dM  (Nk×d)
+          }
+          if (rq) column_normalize_backward(dqp, qp, pqn + p * d, dqp, s, N, d, cn, eps);
+          if (rk) column_normalize_backward(dkp, kp, pkn + p * d, dkp, s, Nk, d, cn, eps);
+        }
+      });
+      return {dq, dk, dv};
+    });
+  return out;
+}
+
+// ---- the module -------------------------------------------------------------------
+
+SimaAttention::SimaAttention(const AttentionOptions& opt)
+    : Attention(opt, "SimaAttention"),
+      norm_(parse_sima_norm(opt.norm)),
+      order_(parse_sima_order(opt.order)) {
+  check(opt.eps > 0.f && std::isfinite(opt.eps), "SimaAttention: eps must be positive and finite (got ",
+        opt.eps, ")");
+}
+
+Tensor SimaAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t, int64_t) {
+  last_order_ = resolve_sima_order(order_, q.size(2), q.size(3));
+  Tensor q_hat, k_hat;
+  Tensor out = sima_attention(q, k, v, norm_, last_order_, opt_.eps, qk_hook ? &q_hat : nullptr,
+                              qk_hook ? &k_hat : nullptr);
+  if (qk_hook) qk_hook(q_hat, k_hat);
+  // exp_calls_ is unchanged: SimA evaluates no exp() (the paper's #exp = 0).
+  return out;
+}
+
+}  // namespace sima

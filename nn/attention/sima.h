@@ -1,0 +1,52 @@
+// SimA: softmax-free attention (REFERENCE.md §1.1), as the official code runs it.
+//
+// Per (batch, head), q (N×d), k and v (N_kv×d):
+//   q̂ = q / max(‖q[:, c]‖₁, eps) for every channel column c, normalised over the tokens
+//   k̂ likewise
+//   out = q̂ k̂ᵀ v                      no scale, no softmax, no exp
+// computed as (q̂ k̂ᵀ) v (cost N²d, "qk_first") or q̂ (k̂ᵀ v) (cost Nd², "kv_first").
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "nn/attention/attention.h"
+
+namespace sima {
+
+enum class SimaNorm { L1, L2, None };               // ‖·‖₁ (the paper), ‖·‖₂, or raw q, k
+enum class SimaOrder { Auto, QkFirst, KvFirst };   // Auto: QkFirst iff N < d
+
+// "l1" | "l2" | "none" and "auto" | "qk_first" | "kv_first"; anything else is a sima::Error
+// naming `who`, the option and the allowed values.
+SimaNorm parse_sima_norm(const std::string& s, const std::string& who = "SimaAttention");
+SimaOrder parse_sima_order(const std::string& s, const std::string& who = "SimaAttention");
+// The order that runs for N query tokens of width d: Auto becomes QkFirst iff N < d.
+SimaOrder resolve_sima_order(SimaOrder order, int64_t N, int64_t d);
+
+// The fused SimA core, one autograd node with a hand-derived backward (sima.cpp).
+//   q (B, h, N, d), k and v (B, h, N_kv, d) -> (B, h, N, d)
+// q and k are normalised over their own token axes (N_kv = N for self-attention).
+// If q_hat / k_hat are given they receive q̂ (B, h, N, d) and k̂ (B, h, N_kv, d), detached.
+Tensor sima_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                      SimaNorm norm = SimaNorm::L1, SimaOrder order = SimaOrder::Auto,
+                      float eps = 1e-12f, Tensor* q_hat = nullptr, Tensor* k_hat = nullptr);
+
+// Options used: dim, num_heads, qkv_bias, proj_drop, norm, order, eps (attn_drop is unused,
+// as in the official code).
+class SimaAttention : public Attention {
+ public:
+  explicit SimaAttention(const AttentionOptions& opt);
+  Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
+
+  SimaNorm norm() const { return norm_; }
+  SimaOrder order() const { return order_; }
+  // The product order the last core() call ran (QkFirst or KvFirst; Auto before any call).
+  SimaOrder last_order() const { return last_order_; }
+
+ private:
+  SimaNorm norm_;
+  SimaOrder order_;
+  SimaOrder last_order_ = SimaOrder::Auto;
+};
+
+}  // namespace sima
