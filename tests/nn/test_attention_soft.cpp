@@ -223,7 +223,8 @@ TEST_CASE("newton_inverse == its iterations composed from matmul ops") {
   for (int64_t p = 0; p < 6; ++p)
     for (int64_t i = 0; i < 5; ++i) A.data()[(p * 5 + i) * 5 + i] += 2.f + 0.3f * i;
   A = A.detach().requires_grad_();
-  for (int64_t iters : {2, 20}) {  // 2: far from converged, so α's gradient matters
+  // 2: far from converged, so α's gradient matters; 60: the backward drops the converged steps
+  for (int64_t iters : {2, 20, 60}) {
     CAPTURE(iters);
     check_same([iters](auto& v) { return newton_inverse(v[0], iters); },
                [iters](auto& v) { return newton_composed(v[0], iters); }, {A});
@@ -270,7 +271,12 @@ TEST_CASE("SoftAttention core == its composition from core ops (forward and grad
       check_same([&](auto& x) { return attn->core(x[0], x[0], x[1], H_, W_); },
                  [&](auto& x) {
                    Tensor qs = mul(x[0], q_scale);
-                   Tensor qt = attn->landmarks(qs, H_, W_);
+                   // q̃ as in the official code, from (B·h, d, H, W) images of the heads
+                   Tensor grid = permute(reshape(qs, {2 * h, H_, W_, d}), {0, 3, 1, 2});
+                   Tensor y = conv ? conv2d(grid, attn->q_conv_weight, Tensor(), 2) : avg_pool2d(grid, 2);
+                   y = permute(reshape(y, {2 * h, d, 6}), {0, 2, 1});  // m = 2·3
+                   if (conv) y = gelu(layer_norm(y, attn->norm_weight, attn->norm_bias, 1e-5f));
+                   Tensor qt = reshape(y, {2, h, 6, d});
                    Tensor P = kernel_composed(qt, qs, 0.5f);
                    Tensor A = kernel_composed(qt, qt, 0.5f);
                    Tensor Pv = matmul(P, x[1]);
@@ -344,8 +350,8 @@ TEST_CASE("SoftAttention: errors name the module, the option and the allowed val
   throws_with([] { SoftAttention a(soft_options(8, 2, "conv", 2, -1)); }, "nr_iters");
   auto attn = make_soft(8, 2, "conv");
   Tensor x = randn_leaf({1, 16, 8}, 80, false);
-  throws_with([&] { attn->forward(x); }, "token grid");
-  throws_with([&] { attn->forward(x, 0, 0); }, "token grid");
+  throws_with([&] { attn->forward(x); }, "needs the token grid");
+  throws_with([&] { attn->forward(x, 0, 0); }, "needs the token grid");
   throws_with([&] { attn->forward(x, 4, 5); }, "N = 16");
   throws_with([&] { attn->forward(randn_leaf({1, 4, 8}, 81, false), 1, 4); }, "sr = 2");
   throws_with([&] { attn->forward(randn_leaf({1, 16, 6}, 82, false), 4, 4); }, "(B, N, 8)");
