@@ -1,0 +1,385 @@
+// SOFT attention: the Gaussian kernel op, the Newton–Raphson inverse op, the module.
+//
+// Both ops work on a batch of matrices (every (batch, head) pair is one "pair" p),
+// run the pairs in parallel and do each pair's products with one gemm() call each
+// (OpenBLAS runs single-threaded inside the parallel region). Scratch space comes
+// from the caching allocator, one block per parallel chunk.
+#include "nn/attention/soft.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/ops/activation.h"
+#include "core/ops/conv.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/gemm.h"
+#include "core/ops/matmul.h"
+#include "core/ops/norm.h"
+#include "core/ops/shape_ops.h"
+#include "core/ops/vmath.h"
+#include "core/parallel.h"
+#include "nn/init.h"
+
+namespace sima {
+
+namespace {
+
+// Flushes denormal floats to zero (FTZ + DAZ) on this thread while alive. The Gaussian
+// kernels of far-apart tokens are tiny (e^-50 is common at d = 64), their products in the
+// gemms fall below 1e-38, and the CPU's slow path for those made SOFT's forward and
+// backward 2x (its Newton–Raphson backward 10x) slower. Values that small are 0 here.
+// (A candidate for core/: every thread of the pool could run this way.)
+class FlushDenormals {
+ public:
+#if defined(__SSE__)
+  FlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040); }  // FTZ | DAZ
+  ~FlushDenormals() { _mm_setcsr(saved_); }
+
+ private:
+  unsigned saved_;
+#endif
+};
+
+// Pairs per parallel chunk so that a chunk does about kGemmGrain multiply-adds.
+int64_t pair_grain(int64_t work_per_pair) {
+  return std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, work_per_pair));
+}
+
+// The leading (batch) dims of t, all but the last two.
+Shape batch_dims(const Tensor& t) {
+  Shape s;
+  for (int i = 0; i < t.dim() - 2; ++i) s.push_back(t.size(i));
+  return s;
+}
+
+// out[i] = ‖x_i‖² for the n rows of x (n×d).
+void row_sq_norms(const float* x, int64_t n, int64_t d, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    float s = 0.f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t c = 0; c < d; ++c) s += x[i * d + c] * x[i * d + c];
+    out[i] = s;
+  }
+}
+
+}  // namespace
+
+// ---- gaussian_kernel --------------------------------------------------------------
+// a (.., M, d), b (.., N, d) -> K (.., M, N),  K_ij = exp(−s·D_ij),  D_ij = ‖a_i − b_j‖²
+//
+// Forward per pair: D = ‖a_i‖² + ‖b_j‖² − 2·(a bᵀ)_ij, the cross term one gemm (as the
+// official subtraction_gaussian_kernel_torch). Rounding can leave D a hair below 0 where
+// a_i = b_j; it is clamped to 0 so that K ≤ 1 (the clamp is ignored by the backward).
+//
+// Backward, with W = dK ⊙ K (M×N), r_i = Σ_j W_ij, c_j = Σ_i W_ij:
+//   dL/dD_ij = −s·W_ij,  ∂D_ij/∂a_i = 2(a_i − b_j),  ∂D_ij/∂b_j = −2(a_i − b_j)
+//   da_i = Σ_j −2s W_ij (a_i − b_j) = 2s((W b)_i − r_i a_i)      (M×N · N×d)
+//   db_j = Σ_i  2s W_ij (a_i − b_j) = 2s((Wᵀ a)_j − c_j b_j)     (N×M · M×d)
+// When a and b are one tensor the engine adds the two gradients.
+Tensor gaussian_kernel(const Tensor& a, const Tensor& b, float scale, int64_t* exp_calls) {
+  check(a.defined() && b.defined(), "gaussian_kernel: undefined input");
+  check(a.dim() >= 2 && a.dim() == b.dim() && batch_dims(a) == batch_dims(b) &&
+            a.size(-1) == b.size(-1),
+        "gaussian_kernel: a ", a.shape(), " and b ", b.shape(),
+        " must be (..., M, d) and (..., N, d) with the same leading dims and d");
+  const int64_t M = a.size(-2), N = b.size(-2), d = a.size(-1);
+  const int64_t P = prod(a.shape(), 0, a.dim() - 2);
+  Shape ks = batch_dims(a);
+  ks.push_back(M);
+  ks.push_back(N);
+  Tensor K = empty(ks);
+  const float *pa = a.data(), *pb = b.data();
+  float* pk = K.data();
+  const int64_t grain = pair_grain(M * N * (d + 4));
+  int64_t exps = 0;
+
+  parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
+    FlushDenormals ftz;
+    Tensor norms = empty({M + N});  // ‖a_i‖², then ‖b_j‖²
+    float *na = norms.data(), *nb = na + M;
+    int64_t count = 0;
+    for (int64_t p = p0; p < p1; ++p) {
+      const float *ap = pa + p * M * d, *bp = pb + p * N * d;
+      float* kp = pk + p * M * N;
+      gemm(false, true, M, N, d, ap, bp, 0.f, kp);  // a bᵀ (M×N)
+      row_sq_norms(ap, M, d, na);
+      row_sq_norms(bp, N, d, nb);
+      for (int64_t i = 0; i < M; ++i) {
+        float* kr = kp + i * N;
+        const float ni = na[i];
+#pragma omp simd
+        for (int64_t j = 0; j < N; ++j) {
+          const float dist = std::max(ni + nb[j] - 2.f * kr[j], 0.f);
+          kr[j] = exp_fast(-scale * dist);
+        }
+        count += N;
+      }
+    }
+#pragma omp atomic
+    exps += count;
+  });
+  if (exp_calls) *exp_calls += exps;
+
+  if (needs_grad(a, b))
+    attach_grad_fn(K, "gaussian_kernel", {a, b},
+                   [as = a.detach(), bs = b.detach(), Ks = K.detach(), ra = a.requires_grad(),
+                    rb = b.requires_grad(), scale, P, M, N, d, grain](const Tensor& gK) -> Grads {
+                     // gK (.., M, N) -> da (.., M, d), db (.., N, d)
+                     Tensor da = ra ? empty(as.shape()) : Tensor();
+                     Tensor db = rb ? empty(bs.shape()) : Tensor();
+                     const float s2 = 2.f * scale;
+                     parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
+                       FlushDenormals ftz;
+                       Tensor work = empty({M * N + M + N});
+                       float *w = work.data(), *r = w + M * N, *c = r + M;
+                       for (int64_t p = p0; p < p1; ++p) {
+                         const float *ap = as.data() + p * M * d, *bp = bs.data() + p * N * d;
+                         const float *kp = Ks.data() + p * M * N, *gp = gK.data() + p * M * N;
+                         std::fill(c, c + N, 0.f);
+                         for (int64_t i = 0; i < M; ++i) {
+                           float ri = 0.f;
+                           for (int64_t j = 0; j < N; ++j) {
+                             const float wij = gp[i * N + j] * kp[i * N + j];
+                             w[i * N + j] = wij;
+                             ri += wij;
+                             c[j] += wij;
+                           }
+                           r[i] = ri;
+                         }
+                         if (ra) {
+                           float* dap = da.data() + p * M * d;
+                           gemm(false, false, M, d, N, w, bp, 0.f, dap);  // W b (M×d)
+                           for (int64_t i = 0; i < M; ++i)
+                             for (int64_t k = 0; k < d; ++k)
+                               dap[i * d + k] = s2 * (dap[i * d + k] - r[i] * ap[i * d + k]);
+                         }
+                         if (rb) {
+                           float* dbp = db.data() + p * N * d;
+                           gemm(true, false, N, d, M, w, ap, 0.f, dbp);  // Wᵀ a (N×d)
+                           for (int64_t j = 0; j < N; ++j)
+                             for (int64_t k = 0; k < d; ++k)
+                               dbp[j * d + k] = s2 * (dbp[j * d + k] - c[j] * bp[j * d + k]);
+                         }
+                       }
+                     });
+                     return {da, db};
+                   });
+  return K;
+}
+
+// ---- newton_inverse ---------------------------------------------------------------
+namespace {
+
+struct NewtonStart {
+  float alpha = 0.f;  // V₀ = α·A
+  float norm = 0.f;   // ‖A‖₁
+  int64_t col = 0;    // the (first) column attaining it
+};
+
+// ‖A‖₁ = max_j Σ_i |A_ij| and α = kNewtonAlpha / ‖A‖₁² (0 for A = 0: V stays 0).
+// colsum: m floats of scratch.
+NewtonStart newton_start(const float* A, int64_t m, float* colsum) {
+  std::fill(colsum, colsum + m, 0.f);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < m; ++j) colsum[j] += std::fabs(A[i * m + j]);
+  NewtonStart s;
+  for (int64_t j = 0; j < m; ++j)
+    if (colsum[j] > s.norm) s.norm = colsum[j], s.col = j;
+  s.alpha = s.norm > 0.f ? kNewtonAlpha / (s.norm * s.norm) : 0.f;
+  return s;
+}
+
+// Runs the iterations on one m×m matrix A. The iterates V_0..V_iters go to hist
+// ((iters+1)·m²) when given, and V_iters to out when given. work: 3·m² floats.
+NewtonStart newton_iterate(const float* A, int64_t m, int64_t iters, float* hist, float* out,
+                           float* work) {
+  const int64_t mm = m * m;
+  NewtonStart s = newton_start(A, m, work);
+  float *T = work, *U = work + mm, *spare = work + 2 * mm;
+  // Without history, ping-pong between out and spare so that V_iters lands in out.
+  auto V = [&](int64_t k) { return hist ? hist + k * mm : ((iters - k) % 2 == 0 ? out : spare); };
+  float* v0 = V(0);
+  for (int64_t i = 0; i < mm; ++i) v0[i] = s.alpha * A[i];
+  for (int64_t k = 0; k < iters; ++k) {
+    const float* vk = V(k);
+    float* vn = V(k + 1);
+    gemm(false, false, m, m, m, vk, A, 0.f, T);  // T = V_k A
+    gemm(false, false, m, m, m, T, vk, 0.f, U);  // U = V_k A V_k
+    for (int64_t i = 0; i < mm; ++i) vn[i] = 2.f * vk[i] - U[i];
+  }
+  if (hist && out) std::memcpy(out, hist + iters * mm, sizeof(float) * mm);
+  return s;
+}
+
+float max_abs(const float* x, int64_t n) {
+  float mx = 0.f;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, std::fabs(x[i]));
+  return mx;
+}
+
+// The reverse of a step that had converged (V A = I) passes 2G − G − G = 0 back to the
+// step before: the NR map has zero derivative at its fixed point. So the gradient dies
+// out, super-exponentially, along the converged steps; once it is below this fraction of
+// dL/dV it is dropped (each earlier step can grow it at most 2x, so what is dropped is
+// < 2^iters·1e-20 of the gradient) rather than carried on through steps that add nothing.
+constexpr float kNewtonGradCutoff = 1e-20f;
+
+}  // namespace
+
+// A (.., m, m) -> V (.., m, m), V ≈ A⁻¹ (A⁺ for a singular A).
+//
+// Backward: the iterations run again from the saved A (they cost O(T·m³), less than
+// keeping T matrices alive until backward), then are reversed. For one step
+// V' = 2V − V A V and G = dL/dV':
+//   d(VAV) = dV·(AV) + (VA)·dV + V·dA·V
+//   dL/dV  = 2G − G (AV)ᵀ − (VA)ᵀ G = 2G − (G Vᵀ) Aᵀ − Aᵀ (Vᵀ G)
+//   dL/dA += −Vᵀ G Vᵀ
+// and at the start V₀ = α·A, α = c/n², n = Σ_i |A_ij*| (column j* attains ‖A‖₁):
+//   dL/dA += α·G₀,   dL/dα = Σ G₀ ⊙ A,   dα/dn = −2α/n,   ∂n/∂A_ij* = sign(A_ij*)
+// This is the gradient of exactly what the forward computed. Once the iterations have
+// converged (V = A⁻¹, no longer dependent on α) it equals −A⁻ᵀ G A⁻ᵀ, the gradient of
+// the true inverse that the official inverse.py returns (tests/nn/test_attention_soft.cpp).
+Tensor newton_inverse(const Tensor& A, int64_t iters) {
+  check(A.defined() && A.dim() >= 2 && A.size(-1) == A.size(-2), "newton_inverse: A ",
+        A.defined() ? A.shape().str() : "undefined", " must be (..., m, m)");
+  check(iters >= 0, "newton_inverse: iters = ", iters, " must be >= 0");
+  const int64_t m = A.size(-1), mm = m * m, P = prod(A.shape(), 0, A.dim() - 2);
+  Tensor V = empty(A.shape());
+  const int64_t grain = pair_grain(2 * std::max<int64_t>(1, iters) * mm * m);
+  parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
+    FlushDenormals ftz;
+    Tensor work = empty({3 * mm});
+    for (int64_t p = p0; p < p1; ++p)
+      newton_iterate(A.data() + p * mm, m, iters, nullptr, V.data() + p * mm, work.data());
+  });
+
+  if (needs_grad(A))
+    attach_grad_fn(V, "newton_inverse", {A}, [As = A.detach(), iters, m, mm, P, grain](const Tensor& gV) -> Grads {
+      // gV (.., m, m) -> dA (.., m, m)
+      Tensor dA = empty(As.shape());
+      parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
+        FlushDenormals ftz;
+        Tensor hist_t = empty({(iters + 1) * mm}), work_t = empty({5 * mm});
+        float *hist = hist_t.data(), *G = work_t.data(), *Gn = G + mm, *X = G + 2 * mm,
+              *Y = G + 3 * mm, *Z = G + 4 * mm;
+        for (int64_t p = p0; p < p1; ++p) {
+          const float* a = As.data() + p * mm;
+          float* da = dA.data() + p * mm;
+          const NewtonStart s = newton_iterate(a, m, iters, hist, nullptr, X);  // X..Z: scratch
+          std::memcpy(G, gV.data() + p * mm, sizeof(float) * mm);
+          std::fill(da, da + mm, 0.f);
+          const float g_cut = kNewtonGradCutoff * max_abs(G, mm);
+          for (int64_t k = iters - 1; k >= 0; --k) {
+            const float* v = hist + k * mm;
+            gemm(false, true, m, m, m, G, v, 0.f, X);   // X = G Vᵀ
+            gemm(true, false, m, m, m, v, G, 0.f, Y);   // Y = Vᵀ G
+            gemm(false, true, m, m, m, Y, v, 0.f, Z);   // Z = Vᵀ G Vᵀ
+            for (int64_t i = 0; i < mm; ++i) da[i] -= Z[i];
+            gemm(false, true, m, m, m, X, a, 0.f, Gn);  // Gn = G Vᵀ Aᵀ
+            gemm(true, false, m, m, m, a, Y, 1.f, Gn);  // Gn += Aᵀ Vᵀ G
+            for (int64_t i = 0; i < mm; ++i) Gn[i] = 2.f * G[i] - Gn[i];
+            std::swap(G, Gn);
+            if (max_abs(G, mm) <= g_cut) {  // converged steps passed nothing back: stop
+              std::fill(G, G + mm, 0.f);
+              break;
+            }
+          }
+          // V₀ = α·A with α = c/‖A‖₁²
+          float dalpha = 0.f;
+          for (int64_t i = 0; i < mm; ++i) {
+            da[i] += s.alpha * G[i];
+            dalpha += G[i] * a[i];
+          }
+          if (s.norm > 0.f) {
+            const float dn = dalpha * (-2.f * s.alpha / s.norm);
+            for (int64_t i = 0; i < m; ++i) {
+              const float x = a[i * m + s.col];
+              da[i * m + s.col] += dn * static_cast<float>((x > 0.f) - (x < 0.f));
+            }
+          }
+        }
+      });
+      return {dA};
+    });
+  return V;
+}
+
+// ---- SoftAttention ----------------------------------------------------------------
+SoftAttention::SoftAttention(const AttentionOptions& opt) : Attention(opt, "SoftAttention", 2) {
+  check(opt.sr >= 1, "SoftAttention: option sr = ", opt.sr,
+        " must be >= 1 (kernel = stride of the bottleneck on the token grid)");
+  check(opt.bottleneck == "conv" || opt.bottleneck == "avgpool", "SoftAttention: option bottleneck = '",
+        opt.bottleneck, "' is not one of: conv, avgpool");
+  check(opt.nr_iters >= 0, "SoftAttention: option nr_iters = ", opt.nr_iters,
+        " must be >= 0 (Newton–Raphson iterations, default 20)");
+  if (opt.bottleneck == "conv") {
+    const int64_t d = head_dim();
+    // The official Qlandmark_op (Conv2d(d, d, sr, stride sr, bias=False), shared by the
+    // heads) and Qnorm_act (LayerNorm(d), then GELU), with PyTorch's default init.
+    q_conv = register_module("q_conv", std::make_shared<Module>("Conv2d"));
+    q_conv_weight = q_conv->register_parameter("weight", empty({d, d, opt.sr, opt.sr}));
+    kaiming_uniform_(q_conv_weight);
+    norm = register_module("norm", std::make_shared<Module>("LayerNorm"));
+    norm_weight = norm->register_parameter("weight", ones({d}));
+    norm_bias = norm->register_parameter("bias", zeros({d}));
+  }
+}
+
+Tensor SoftAttention::landmarks(const Tensor& qs, int64_t H, int64_t W) const {
+  const int64_t B = qs.size(0), h = qs.size(1), d = qs.size(3), sr = opt_.sr;
+  // (B, h, N, d) -> (B·h, d, H, W): every head's q as a d-channel image
+  Tensor grid = permute(reshape(qs, {B * h, H, W, d}), {0, 3, 1, 2});
+  Tensor y = opt_.bottleneck == "conv"
+                 ? conv2d(grid, q_conv_weight, Tensor(), static_cast<int>(sr))
+                 : avg_pool2d(grid, static_cast<int>(sr));  // (B·h, d, H/sr, W/sr)
+  const int64_t m = y.size(2) * y.size(3);
+  y = permute(reshape(y, {B * h, d, m}), {0, 2, 1});  // (B·h, m, d)
+  if (opt_.bottleneck == "conv") y = gelu(layer_norm(y, norm_weight, norm_bias, 1e-5f));
+  return reshape(y, {B, h, m, d});
+}
+
+// q, v (B, h, N, d) -> (B, h, N, d)
+Tensor SoftAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) {
+  const std::string& name = type_name();
+  check(q.defined() && v.defined() && q.dim() == 4 && q.shape() == v.shape(), name, ": q ",
+        q.defined() ? q.shape().str() : "undefined", " and v ", v.defined() ? v.shape().str() : "undefined",
+        " must both be (B, h, N, d)");
+  check(!k.defined() || k.impl() == q.impl(), name,
+        ": SOFT shares one projection for q and k; pass k = q (the same tensor) or no k");
+  const int64_t N = q.size(2), d = q.size(3), sr = opt_.sr;
+  check(H > 0 && W > 0, name, ": SOFT needs the token grid to build its bottleneck tokens: call ",
+        "forward(x, H, W) with H·W = N = ", N, " (got H = ", H, ", W = ", W, ")");
+  check(H * W == N, name, ": token grid H = ", H, ", W = ", W, " has ", H * W, " tokens, but N = ", N);
+  check(H >= sr && W >= sr, name, ": token grid ", H, "x", W, " is smaller than the bottleneck kernel sr = ", sr);
+  check(opt_.bottleneck != "conv" || d == head_dim(), name, ": head dim ", d, " of q ", q.shape(),
+        " is not the module's ", head_dim());
+
+  // The official scaling: q / d^¼, so ‖q_i − q_j‖²/2 below is ‖·‖²/(2√d) of the unscaled q.
+  Tensor qs = mul(q, 1.f / std::sqrt(std::sqrt(static_cast<float>(d))));
+  if (qk_hook) qk_hook(qs, qs);
+  Tensor qt = landmarks(qs, H, W);                          // q̃ (B, h, m, d)
+  Tensor P = gaussian_kernel(qt, qs, 0.5f, &exp_calls_);    // (B, h, m, N)
+  Tensor A = gaussian_kernel(qt, qt, 0.5f, &exp_calls_);    // (B, h, m, m)
+  Tensor A_inv = newton_inverse(A, opt_.nr_iters);          // (B, h, m, m)
+  Tensor Pv = matmul(P, v);                                 // (B, h, m, d)
+  return matmul(P, matmul(A_inv, Pv), /*trans_a=*/true);    // Pᵀ (A† P v): (B, h, N, d)
+}
+
+Tensor SoftAttention::forward(const Tensor& x, int64_t H, int64_t W) {
+  check(x.defined() && x.dim() == 3 && x.size(2) == opt_.dim, type_name(), ": input ",
+        x.defined() ? x.shape().str() : "undefined", " must be (B, N, ", opt_.dim, ")");
+  const int64_t B = x.size(0), N = x.size(1), h = opt_.num_heads, d = head_dim();
+  // (B, N, 2C) -> (B, N, 2, h, d) -> (2, B, h, N, d): q and v, views of one copy
+  Tensor t = permute(reshape(qkv->forward(x), {B, N, 2, h, d}), {2, 0, 3, 1, 4});
+  Tensor q = squeeze(narrow(t, 0, 0, 1), 0), v = squeeze(narrow(t, 0, 1, 1), 0);
+  return project(merge_heads(core(q, q, v, H, W)));
+}
+
+}  // namespace sima
