@@ -90,6 +90,23 @@ inline float score_grad(float x) {
   }
 }
 
+// y = h(x) and dy = h'(x) together, sharing the transcendental work (for the backward).
+template <ScoreFn F>
+inline float score_with_grad(float x, float& dy) {
+  if constexpr (F == ScoreFn::Gelu) {
+    const float cdf = 0.5f * (1.f + erf_fast(x * kInvSqrt2));
+    dy = cdf + x * kInvSqrt2Pi * exp_fast(-0.5f * x * x);
+    return x * cdf;
+  } else if constexpr (F == ScoreFn::Sigmoid) {
+    const float y = sigmoid_fast(x);
+    dy = y * (1.f - y);
+    return y;
+  } else {
+    dy = score_grad<F>(x);
+    return score<F>(x);
+  }
+}
+
 // Runs body(std::integral_constant<ScoreFn, fn>) so the row loops are compiled per h.
 template <class Body>
 void dispatch_score(ScoreFn fn, Body&& body) {
@@ -110,6 +127,47 @@ int64_t pair_grain(int64_t N, int64_t d) {
   return std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, N * N * d));
 }
 
+// P = c·h(s·S) in place over n scores; returns the exp() evaluations made.
+// (Plain functions with restrict pointers and scalars by value, so the loops vectorise.)
+template <ScoreFn F>
+int64_t scores_forward(float* __restrict S, int64_t n, float s, float c) {
+  if constexpr (F == ScoreFn::Softplus) {  // exp only at or below the threshold
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = S[i] * s;
+      count += !(x > kSoftplusThreshold);
+      S[i] = score<F>(x) * c;
+    }
+    return count;
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) S[i] = score<F>(S[i] * s) * c;
+    return F == ScoreFn::Gelu || F == ScoreFn::Sigmoid ? n : 0;  // one exp per score
+  }
+}
+
+// From S = q kᵀ (in P) and dP (in dS), over n scores: P = c·h(s·S) if want_p, and
+// dS = dP ⊙ h'(s·S)·c·s if want_ds (the s of dq = dS k·s, dk = dSᵀ q·s folded in).
+template <ScoreFn F>
+void scores_backward(float* __restrict P, float* __restrict dS, int64_t n, float s, float c,
+                     bool want_p, bool want_ds) {
+  const float cs = c * s;
+  if (want_p && want_ds) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      float dy;
+      P[i] = score_with_grad<F>(P[i] * s, dy) * c;
+      dS[i] *= dy * cs;
+    }
+  } else if (want_ds) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dS[i] *= score_grad<F>(P[i] * s) * cs;
+  } else if (want_p) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) P[i] = score<F>(P[i] * s) * c;
+  }
+}
+
 // O = c·h(s·q kᵀ) v for BH pairs; returns the exp() evaluations made.
 template <ScoreFn F>
 int64_t forward_kernel(const float* q, const float* k, const float* v, float* o, int64_t BH,
@@ -121,13 +179,8 @@ int64_t forward_kernel(const float* q, const float* k, const float* v, float* o,
     int64_t count = 0;
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t off = p * N * d;
-      gemm(false, true, N, N, d, q + off, k + off, 0.f, S);  // S = q kᵀ        (N, N)
-      for (int64_t i = 0; i < N * N; ++i) {
-        const float x = S[i] * s;
-        if constexpr (F == ScoreFn::Softplus) count += !(x > kSoftplusThreshold);
-        S[i] = score<F>(x) * c;                              // P = c·h(s·S)
-      }
-      if constexpr (F == ScoreFn::Gelu || F == ScoreFn::Sigmoid) count += N * N;  // one per score
+      gemm(false, true, N, N, d, q + off, k + off, 0.f, S);   // S = q kᵀ        (N, N)
+      count += scores_forward<F>(S, N * N, s, c);             // P = c·h(s·S)
       gemm(false, false, N, d, N, S, v + off, 0.f, o + off);  // O = P v         (N, d)
     }
     exps += count;
@@ -145,15 +198,9 @@ void backward_kernel(const float* q, const float* k, const float* v, const float
     float *P = scratch_p.data(), *dS = scratch_ds.data();
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t off = p * N * d;
-      gemm(false, true, N, N, d, q + off, k + off, 0.f, P);         // S = q kᵀ      (N, N)
-      if (need_ds) gemm(false, true, N, N, d, g + off, v + off, 0.f, dS);  // dP = G vᵀ
-      // dS·s = dP ⊙ h'(S)·c·s (the s of dq, dk folded in here); P = c·h(S) for dv.
-      const float cs = c * s;
-      for (int64_t i = 0; i < N * N; ++i) {
-        const float x = P[i] * s;
-        if (need_ds) dS[i] *= score_grad<F>(x) * cs;
-        if (dv) P[i] = score<F>(x) * c;
-      }
+      gemm(false, true, N, N, d, q + off, k + off, 0.f, P);                // S = q kᵀ   (N, N)
+      if (need_ds) gemm(false, true, N, N, d, g + off, v + off, 0.f, dS);  // dP = G vᵀ  (N, N)
+      scores_backward<F>(P, dS, N * N, s, c, dv != nullptr, need_ds);      // P, dS·s
       if (dv) gemm(true, false, N, d, N, P, g + off, 0.f, dv + off);   // dv = Pᵀ G
       if (dq) gemm(false, false, N, d, N, dS, k + off, 0.f, dq + off);  // dq = dS k · s
       if (dk) gemm(true, false, N, d, N, dS, q + off, 0.f, dk + off);   // dk = dSᵀ q · s

@@ -218,6 +218,8 @@ TEST_CASE("ReluAttention: parameter names follow timm") {
                               "q_norm.bias", "k_norm.weight", "k_norm.bias", "gate.weight", "gate.bias"});
   ReluAttention m(small_options("relu", true, false));
   CHECK(m.q_norm->weight.shape() == Shape{4});  // LayerNorm over the head dim d = C/h
+  CHECK(m.q_norm->eps == 1e-6f);                 // timm's ViT LayerNorm, handed to its Attention
+  CHECK(m.k_norm->eps == 1e-6f);
 }
 
 TEST_CASE("ReluAttention: module == composed (qkv, qk LayerNorm, core, gate on x, proj)") {
