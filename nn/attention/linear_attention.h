@@ -1,0 +1,41 @@
+// Kernelised linear attention (REFERENCE.md §1 rows `linear_elu` and `cosformer`):
+//
+//   out_i = φ(q_i)ᵀ (Σ_j φ(k_j) v_jᵀ) / (φ(q_i)ᵀ Σ_j φ(k_j) + eps)     per (batch, head)
+//
+// computed in cost linear in N as KV = φ(K)ᵀ V (d, d), z = φ(K)ᵀ 1 (d),
+// out = (φ(Q) KV) / (φ(Q) z + eps).
+//   linear_elu: φ(x) = elu(x) + 1       (Katharopoulos et al.)
+//   cosformer:  φ(x) = relu(x)          (CosFormer without its cos re-weighting, SimA Table 2)
+// eps = 1e-6, as in the Katharopoulos code (REFERENCE.md gives none): it keeps a
+// cosformer row whose φ(q_i) is all zero at out_i = 0 instead of 0/0.
+#pragma once
+#include <cstdint>
+
+#include "nn/attention/attention.h"
+
+namespace sima {
+
+enum class FeatureMap { EluPlusOne, Relu };
+
+constexpr float kLinearAttentionEps = 1e-6f;
+
+// The fused core, one autograd node: q, k, v (B, h, N, d) -> (B, h, N, d).
+// If exp_calls is given, the exp() evaluations made by the forward are added to it:
+// EluPlusOne evaluates one exp per element of q and of k (2·N·d per pair, computed
+// branch-free as φ(x) = exp(min(x, 0)) + max(x, 0)); Relu none.
+Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, FeatureMap phi,
+                        float eps = kLinearAttentionEps, int64_t* exp_calls = nullptr);
+
+class LinearEluAttention : public Attention {
+ public:
+  explicit LinearEluAttention(const AttentionOptions& opt);
+  Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
+};
+
+class CosformerAttention : public Attention {
+ public:
+  explicit CosformerAttention(const AttentionOptions& opt);
+  Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
+};
+
+}  // namespace sima

@@ -1,0 +1,59 @@
+// ReLU attention (REFERENCE.md §1 row `relu`): softmax replaced by an elementwise
+// function h of the scores and a fixed 1/N^α scale,
+//
+//   out = N^-α · h(q kᵀ · d^-½) v          per (batch, head), q, k, v (N, d)
+//
+// h ∈ relu | relu2 (relu squared) | gelu (exact, erf) | softplus (β 1, threshold 20)
+//   | identity | relu6 | sigmoid.
+// Options: qk_norm (LayerNorm over d on q and on k, parameters q_norm.{weight,bias},
+// k_norm.{weight,bias} as timm, eps 1e-6 as in timm's ViT whose Block hands its
+// LayerNorm(eps=1e-6) to the attention), and gate (an extra Linear(C, C) named `gate`
+// applied to the block input x; its output multiplies the merged heads elementwise
+// before proj, no sigmoid: REFERENCE.md §1 says "multiplies").
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "nn/attention/attention.h"
+
+namespace sima {
+
+enum class ScoreFn { Relu, Relu2, Gelu, Softplus, Identity, Relu6, Sigmoid };
+
+// "relu" -> ScoreFn::Relu ...; a sima::Error naming `who` and the valid names otherwise.
+ScoreFn parse_score_fn(const std::string& name, const std::string& who = "ReluAttention");
+const char* score_fn_name(ScoreFn fn);
+
+// The fused core, one autograd node: q, k, v (B, h, N, d) -> (B, h, N, d),
+// out = N^-alpha · fn(q kᵀ / √d) v. If exp_calls is given, the exp() evaluations made
+// by the forward are added to it (0 for relu, relu2, identity, relu6; one per score
+// for gelu (inside erf) and sigmoid; one per score ≤ 20 for softplus).
+Tensor relu_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreFn fn,
+                      float alpha = 1.f, int64_t* exp_calls = nullptr);
+
+// The LayerNorm over the head dim used for qk_norm (weight ones, bias zeros).
+// A minimal stand-in for nn.LayerNorm so that this file depends on nothing but core.
+class HeadLayerNorm : public Module {
+ public:
+  HeadLayerNorm(int64_t dim, float eps);
+  Tensor forward(const Tensor& x) override;  // (..., dim) -> (..., dim)
+  float eps;
+  Tensor weight, bias;
+};
+
+class ReluAttention : public Attention {
+ public:
+  explicit ReluAttention(const AttentionOptions& opt);
+  Tensor forward(const Tensor& x, int64_t H, int64_t W) override;  // adds the gate
+  using Attention::forward;
+  // q_norm/k_norm (if qk_norm), then the fused relu_attention.
+  Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
+
+  static constexpr float kQkNormEps = 1e-6f;
+  ScoreFn fn;
+  std::shared_ptr<HeadLayerNorm> q_norm, k_norm;  // null unless qk_norm
+  std::shared_ptr<Linear> gate;                   // null unless gate
+};
+
+}  // namespace sima
