@@ -250,21 +250,14 @@ Tensor relu_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreFn
 
 // ---- the module ------------------------------------------------------------------
 
-HeadLayerNorm::HeadLayerNorm(int64_t dim, float eps) : Module("LayerNorm"), eps(eps) {
-  weight = register_parameter("weight", ones({dim}));
-  bias = register_parameter("bias", zeros({dim}));
-}
-
-Tensor HeadLayerNorm::forward(const Tensor& x) { return layer_norm(x, weight, bias, eps); }
-
 ReluAttention::ReluAttention(const AttentionOptions& opt)
     : Attention(opt, "ReluAttention"), fn(parse_score_fn(opt.fn)) {
   check(std::isfinite(opt.alpha), "ReluAttention: alpha must be a finite number, got ", opt.alpha);
   check(opt.attn_drop == 0.f, "ReluAttention: attn_drop ", opt.attn_drop,
         " is not supported (the fused core has no attention-dropout); use 0");
   if (opt.qk_norm) {
-    q_norm = register_module("q_norm", std::make_shared<HeadLayerNorm>(head_dim(), kQkNormEps));
-    k_norm = register_module("k_norm", std::make_shared<HeadLayerNorm>(head_dim(), kQkNormEps));
+    q_norm = register_module("q_norm", std::make_shared<LayerNorm>(head_dim(), kQkNormEps));
+    k_norm = register_module("k_norm", std::make_shared<LayerNorm>(head_dim(), kQkNormEps));
   }
   if (opt.gate) gate = register_module("gate", std::make_shared<Linear>(opt.dim, opt.dim));
 }

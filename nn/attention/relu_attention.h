@@ -16,6 +16,7 @@
 #include <string>
 
 #include "nn/attention/attention.h"
+#include "nn/norm.h"
 
 namespace sima {
 
@@ -32,16 +33,6 @@ const char* score_fn_name(ScoreFn fn);
 Tensor relu_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreFn fn,
                       float alpha = 1.f, int64_t* exp_calls = nullptr);
 
-// The LayerNorm over the head dim used for qk_norm (weight ones, bias zeros).
-// A minimal stand-in for nn.LayerNorm so that this file depends on nothing but core.
-class HeadLayerNorm : public Module {
- public:
-  HeadLayerNorm(int64_t dim, float eps);
-  Tensor forward(const Tensor& x) override;  // (..., dim) -> (..., dim)
-  float eps;
-  Tensor weight, bias;
-};
-
 class ReluAttention : public Attention {
  public:
   explicit ReluAttention(const AttentionOptions& opt);
@@ -52,7 +43,7 @@ class ReluAttention : public Attention {
 
   static constexpr float kQkNormEps = 1e-6f;
   ScoreFn fn;
-  std::shared_ptr<HeadLayerNorm> q_norm, k_norm;  // null unless qk_norm
+  std::shared_ptr<LayerNorm> q_norm, k_norm;     // null unless qk_norm
   std::shared_ptr<Linear> gate;                   // null unless gate
 };
 

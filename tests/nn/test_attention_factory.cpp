@@ -1,0 +1,152 @@
+// make_attention: every variant by name, single- and multi-head, shapes and
+// gradients end to end; errors for unknown names and bad options; timm names of a
+// small ViT built from the layers.
+#include "testing.h"
+
+#include "nn/attention/attention.h"
+#include "nn/attention/xca.h"
+#include "nn/conv.h"
+#include "nn/layers.h"
+#include "nn/mlp.h"
+#include "nn/norm.h"
+
+using namespace sima;
+using namespace sima::testing;
+
+static const std::vector<std::string> kVariants = {"softmax", "xca",        "sima",     "relu",
+                                                   "soft",    "linear_elu", "cosformer"};
+
+TEST_CASE("every variant builds by name and runs forward and backward, h = 1 and h = 4") {
+  for (const std::string& v : kVariants)
+    for (int64_t heads : {1, 4}) {
+      CAPTURE(v);
+      CAPTURE(heads);
+      AttentionOptions opt;
+      opt.variant = v;
+      opt.dim = 16;
+      opt.num_heads = heads;
+      auto attn = make_attention(opt);
+      CHECK(attn->head_dim() == 16 / heads);
+      Tensor x = randn_leaf({2, 16, 16}, 1);  // N = 16 tokens on a 4x4 grid
+      Tensor y = attn->forward(x, 4, 4);
+      CHECK(y.shape() == Shape{2, 16, 16});
+      for (float f : to_vector(y)) REQUIRE(std::isfinite(f));
+      y.backward(randn(y.shape()));
+      CHECK(x.grad().defined());
+      for (auto& [name, p] : attn->named_parameters()) {
+        CAPTURE(name);
+        CHECK(p.grad().defined());
+      }
+    }
+}
+
+TEST_CASE("exp counts per image match the paper's #exp column") {
+  const int64_t B = 2, N = 16, C = 16, h = 2, d = C / h;
+  auto count = [&](const std::string& v) {
+    AttentionOptions opt;
+    opt.variant = v;
+    opt.dim = C;
+    opt.num_heads = h;
+    auto attn = make_attention(opt);
+    NoGradGuard ng;
+    attn->forward(randn({B, N, C}), 4, 4);
+    return attn->exp_calls() / B;
+  };
+  CHECK(count("softmax") == h * N * N);
+  CHECK(count("xca") == h * d * d);
+  CHECK(count("sima") == 0);
+  CHECK(count("relu") == 0);
+  CHECK(count("cosformer") == 0);
+  CHECK(count("linear_elu") == 2 * h * N * d);  // elu on q and on k
+  const int64_t m = (4 / 2) * (4 / 2);         // bottleneck tokens for sr = 2
+  CHECK(count("soft") == h * (m * m + m * N));
+}
+
+TEST_CASE("bad variant names and options are clear errors") {
+  AttentionOptions opt;
+  opt.dim = 16;
+  opt.num_heads = 4;
+  opt.variant = "performer";
+  CHECK_THROWS_WITH_AS(make_attention(opt),
+                       "attention variant 'performer' is unknown (allowed: softmax, xca, sima, relu, soft, "
+                       "linear_elu, cosformer)",
+                       Error);
+  opt.variant = "sima";
+  opt.norm = "l3";
+  CHECK_THROWS_AS(make_attention(opt), Error);
+  opt.norm = "l1";
+  opt.order = "sideways";
+  CHECK_THROWS_AS(make_attention(opt), Error);
+  opt.order = "auto";
+  opt.num_heads = 3;
+  CHECK_THROWS_WITH_AS(make_attention(opt), doctest::Contains("num_heads 3 does not divide dim 16"), Error);
+  opt.num_heads = 4;
+  opt.variant = "relu";
+  opt.fn = "swish";
+  CHECK_THROWS_AS(make_attention(opt), Error);
+  opt.variant = "soft";
+  opt.fn = "relu";
+  auto soft = make_attention(opt);
+  CHECK_THROWS_AS(soft->forward(randn({1, 16, 16})), Error);  // SOFT needs the grid
+  opt.variant = "softmax";
+  CHECK_THROWS_AS(make_attention(opt)->forward(randn({1, 16, 8})), Error);  // wrong width
+}
+
+namespace {
+// A two-block ViT assembled from nn/ layers, registered the way timm's VisionTransformer is.
+struct Block : Module {
+  explicit Block(const AttentionOptions& opt) : Module("Block") {
+    norm1 = register_module("norm1", std::make_shared<LayerNorm>(opt.dim, 1e-6f));
+    attn = register_module("attn", make_attention(opt));
+    norm2 = register_module("norm2", std::make_shared<LayerNorm>(opt.dim, 1e-6f));
+    mlp = register_module("mlp", std::make_shared<Mlp>(opt.dim, 4 * opt.dim));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor y = add(x, attn->forward(norm1->forward(x)));
+    return add(y, mlp->forward(norm2->forward(y)));
+  }
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<Attention> attn;
+  std::shared_ptr<Mlp> mlp;
+};
+struct PatchEmbed : Module {
+  PatchEmbed() : Module("PatchEmbed") { proj = register_module("proj", std::make_shared<Conv2d>(3, 8, 4, 4)); }
+  std::shared_ptr<Conv2d> proj;
+};
+struct TinyViT : Module {
+  explicit TinyViT(const std::string& variant) : Module("TinyViT") {
+    AttentionOptions opt;
+    opt.variant = variant;
+    opt.dim = 8;
+    opt.num_heads = 2;
+    cls_token = register_parameter("cls_token", zeros({1, 1, 8}));
+    pos_embed = register_parameter("pos_embed", zeros({1, 5, 8}));
+    register_module("patch_embed", std::make_shared<PatchEmbed>());
+    auto blocks = std::make_shared<Sequential>();
+    for (int i = 0; i < 2; ++i) blocks->push_back(std::make_shared<Block>(opt));
+    register_module("blocks", blocks);
+    register_module("norm", std::make_shared<LayerNorm>(8, 1e-6f));
+    register_module("head", std::make_shared<Linear>(8, 10));
+  }
+  Tensor cls_token, pos_embed;
+};
+}  // namespace
+
+TEST_CASE("a small ViT's named_parameters are timm's names") {
+  std::vector<std::string> expected = {"cls_token", "pos_embed", "patch_embed.proj.weight", "patch_embed.proj.bias"};
+  for (int i = 0; i < 2; ++i)
+    for (const char* n : {"norm1.weight", "norm1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
+                          "attn.proj.bias", "norm2.weight", "norm2.bias", "mlp.fc1.weight", "mlp.fc1.bias",
+                          "mlp.fc2.weight", "mlp.fc2.bias"})
+      expected.push_back("blocks." + std::to_string(i) + "." + n);
+  for (const char* n : {"norm.weight", "norm.bias", "head.weight", "head.bias"}) expected.push_back(n);
+  std::vector<std::string> got;
+  TinyViT vit("sima");
+  for (auto& [n, t] : vit.named_parameters()) got.push_back(n);
+  CHECK(got == expected);
+  // XCiT's attention adds its per-head temperature as blocks.<i>.attn.temperature (shape (h, 1, 1)).
+  TinyViT xcit("xca");
+  auto sd = xcit.state_dict();
+  REQUIRE(sd.count("blocks.1.attn.temperature"));
+  CHECK(sd.at("blocks.1.attn.temperature").shape() == Shape{2, 1, 1});
+}
