@@ -1,0 +1,15 @@
+#include "models/model.h"
+
+#include "core/ops/elementwise.h"
+
+namespace sima {
+
+std::vector<Tensor> Model::forward_heads(const Tensor& images) { return heads(forward_features(images)); }
+
+Tensor Model::forward(const Tensor& images) {
+  std::vector<Tensor> h = forward_heads(images);
+  if (h.size() == 1) return h[0];
+  return mul(add(h[0], h[1]), 0.5f);  // DeiT distillation: mean of the two heads
+}
+
+}  // namespace sima

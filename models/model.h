@@ -1,0 +1,33 @@
+// The interface every model (DeiT, XCiT, CvT) implements.
+#pragma once
+#include <vector>
+
+#include "models/config.h"
+#include "nn/module.h"
+
+namespace sima {
+
+class Model : public Module {
+ public:
+  Model(const ModelConfig& cfg, const std::string& type_name) : Module(type_name), cfg_(cfg) {}
+
+  // images (B, in_chans, H, W) -> logits (B, num_classes). A distilled DeiT returns the
+  // mean of its class and distillation heads (what inference uses).
+  Tensor forward(const Tensor& images) override;
+  // Every head's logits: {cls} or, for a distilled DeiT, {cls, dist} (what distillation trains).
+  virtual std::vector<Tensor> forward_heads(const Tensor& images);
+  // The pre-logits feature (B, D): the class token after the final norm (k-NN, DINO, probes).
+  virtual Tensor forward_features(const Tensor& images) = 0;
+  // Applies the classifier head(s) to forward_features' output.
+  virtual std::vector<Tensor> heads(const Tensor& features) = 0;
+
+  // The self-attention modules of the trunk, in order (heatmaps, exp counters).
+  virtual std::vector<Attention*> attention_layers() = 0;
+
+  const ModelConfig& config() const { return cfg_; }
+
+ protected:
+  ModelConfig cfg_;
+};
+
+}  // namespace sima
