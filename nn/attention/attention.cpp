@@ -14,8 +14,10 @@ Attention::Attention(const AttentionOptions& opt, const std::string& type_name, 
         " does not divide dim ", opt.dim);
   check(opt.attn_drop >= 0.f && opt.attn_drop < 1.f && opt.proj_drop >= 0.f && opt.proj_drop < 1.f,
         type_name, ": attn_drop and proj_drop must be in [0, 1)");
-  qkv = register_module("qkv", std::make_shared<Linear>(opt.dim, qkv_outputs * opt.dim, opt.qkv_bias));
-  proj = register_module("proj", std::make_shared<Linear>(opt.dim, opt.dim));
+  if (opt.projections) {
+    qkv = register_module("qkv", std::make_shared<Linear>(opt.dim, qkv_outputs * opt.dim, opt.qkv_bias));
+    proj = register_module("proj", std::make_shared<Linear>(opt.dim, opt.dim));
+  }
 }
 
 void Attention::split_heads(const Tensor& qkv_out, Tensor& q, Tensor& k, Tensor& v) const {
@@ -32,11 +34,16 @@ Tensor Attention::merge_heads(const Tensor& o) {
   return reshape(permute(o, {0, 2, 1, 3}), {B, N, h * d});
 }
 
+void Attention::check_projections() const {
+  check(opt_.projections, type_name(), ": built without projections (core only); forward needs them");
+}
+
 Tensor Attention::project(const Tensor& o) {
   return dropout(proj->forward(o), opt_.proj_drop, is_training());
 }
 
 Tensor Attention::forward(const Tensor& x, int64_t H, int64_t W) {
+  check_projections();
   check(x.dim() == 3 && x.size(2) == opt_.dim, type_name(), ": input ", x.shape(),
         " must be (B, N, ", opt_.dim, ")");
   Tensor q, k, v;

@@ -40,6 +40,9 @@ struct AttentionOptions {
   int64_t sr = 2;                   // bottleneck kernel = stride on the (H, W) token grid
   std::string bottleneck = "conv";  // conv | avgpool
   int64_t nr_iters = 20;            // Newton–Raphson iterations for the pseudo-inverse
+  // false: no qkv / proj Linear layers; only core() is usable. For models that make q, k, v
+  // their own way (CvT's convolutional projections) and reuse a variant's core.
+  bool projections = true;
 };
 
 class Attention : public Module {
@@ -67,13 +70,15 @@ class Attention : public Module {
   const AttentionOptions& options() const { return opt_; }
   int64_t head_dim() const { return opt_.dim / opt_.num_heads; }
 
-  std::shared_ptr<Linear> qkv, proj;
+  std::shared_ptr<Linear> qkv, proj;  // null when options().projections is false
 
  protected:
   // qkv output (B, N, 3C) -> q, k, v each (B, h, N, d).
   void split_heads(const Tensor& qkv_out, Tensor& q, Tensor& k, Tensor& v) const;
   // o (B, h, N, d) -> (B, N, C).
   static Tensor merge_heads(const Tensor& o);
+  // Throws unless the module was built with its qkv / proj layers (options().projections).
+  void check_projections() const;
   // proj and proj_drop on (B, N, C).
   Tensor project(const Tensor& o_merged);
 

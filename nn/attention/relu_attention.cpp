@@ -274,6 +274,7 @@ Tensor ReluAttention::forward(const Tensor& x, int64_t H, int64_t W) {
   check(x.dim() == 3 && x.size(2) == opt_.dim, type_name(), ": input ", x.shape(),
         " must be (B, N, ", opt_.dim, ")");
   Tensor q, k, v;
+  check_projections();
   split_heads(qkv->forward(x), q, k, v);
   return project(mul(merge_heads(core(q, k, v, H, W)), gate->forward(x)));
 }

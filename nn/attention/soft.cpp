@@ -377,6 +377,7 @@ Tensor SoftAttention::forward(const Tensor& x, int64_t H, int64_t W) {
         x.defined() ? x.shape().str() : "undefined", " must be (B, N, ", opt_.dim, ")");
   const int64_t B = x.size(0), N = x.size(1), h = opt_.num_heads, d = head_dim();
   // (B, N, 2C) -> (B, N, 2, h, d) -> (2, B, h, N, d): q and v, views of one copy
+  check_projections();
   Tensor t = permute(reshape(qkv->forward(x), {B, N, 2, h, d}), {2, 0, 3, 1, 4});
   Tensor q = squeeze(narrow(t, 0, 0, 1), 0), v = squeeze(narrow(t, 0, 1, 1), 0);
   return project(merge_heads(core(q, q, v, H, W)));

@@ -150,3 +150,25 @@ TEST_CASE("a small ViT's named_parameters are timm's names") {
   REQUIRE(sd.count("blocks.1.attn.temperature"));
   CHECK(sd.at("blocks.1.attn.temperature").shape() == Shape{2, 1, 1});
 }
+
+TEST_CASE("projections = false: no qkv/proj parameters, core usable, forward a clear error") {
+  for (const std::string& v : kVariants) {
+    CAPTURE(v);
+    AttentionOptions opt;
+    opt.variant = v;
+    opt.dim = 16;
+    opt.num_heads = 2;
+    opt.projections = false;
+    auto attn = make_attention(opt);
+    CHECK_FALSE(attn->qkv);
+    for (auto& [n, t] : attn->named_parameters()) {
+      CAPTURE(n);
+      CHECK(n.rfind("qkv", 0) != 0);
+      CHECK(n.rfind("proj", 0) != 0);
+    }
+    Tensor q = randn({1, 2, 16, 8}), k = v == "soft" ? q : randn({1, 2, 16, 8}), val = randn({1, 2, 16, 8});
+    CHECK(attn->core(q, k, val, 4, 4).shape() == Shape{1, 2, 16, 8});
+    CHECK_THROWS_WITH_AS(attn->forward(randn({1, 16, 16}), 4, 4), doctest::Contains("built without projections"),
+                         Error);
+  }
+}
