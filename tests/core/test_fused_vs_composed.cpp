@@ -3,43 +3,8 @@
 // the oracle (each primitive is gradchecked on its own in its family's tests).
 #include "testing.h"
 
-#include <functional>
-
 using namespace sima;
 using namespace sima::testing;
-
-namespace {
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-// Runs fused and composed on fresh copies of `inputs`, backward with the same
-// random gradient, and compares outputs and every input gradient.
-void check_same(const Fn& fused, const Fn& composed, const std::vector<Tensor>& inputs,
-                float atol = 1e-5f, float rtol = 1e-4f) {
-  auto copies = [&] {
-    std::vector<Tensor> c;
-    for (const Tensor& t : inputs) {
-      if (!t.defined()) { c.push_back(Tensor()); continue; }
-      Tensor d = t.detach().clone();
-      d.requires_grad_(t.requires_grad());
-      c.push_back(d);
-    }
-    return c;
-  };
-  std::vector<Tensor> a = copies(), b = copies();
-  Tensor ya = fused(a), yb = composed(b);
-  REQUIRE(ya.shape() == yb.shape());
-  check_close(ya, yb, atol, rtol);
-  Generator g(77);
-  Tensor gy = randn(ya.shape(), g);
-  ya.backward(gy);
-  yb.backward(gy);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined() || !inputs[i].requires_grad()) continue;
-    CAPTURE(i);
-    check_close(a[i].grad(), b[i].grad(), atol, rtol);
-  }
-}
-}  // namespace
 
 TEST_CASE("layer_norm == (x - mean) / sqrt(var + eps) * w + b") {
   Tensor x = randn_leaf({3, 4, 8}, 1), w = randn_leaf({8}, 2), b = randn_leaf({8}, 3);

@@ -72,6 +72,27 @@ const char* mode_name(InterpMode m) {
   return m == InterpMode::Nearest ? "nearest" : m == InterpMode::Bilinear ? "bilinear" : "bicubic";
 }
 
+struct Sizes {
+  int64_t H, W, OH, OW;
+};
+// Runs f(s, mode, align_corners) for every size and mode, align_corners both ways (nearest
+// has no align_corners), with all of it captured.
+template <class F>
+void for_each_case(const std::vector<Sizes>& sizes, F&& f) {
+  for (Sizes s : sizes)
+    for (InterpMode m : {InterpMode::Nearest, InterpMode::Bilinear, InterpMode::Bicubic})
+      for (bool ac : {false, true}) {
+        if (m == InterpMode::Nearest && ac) continue;
+        CAPTURE(mode_name(m));
+        CAPTURE(ac);
+        CAPTURE(s.H);
+        CAPTURE(s.W);
+        CAPTURE(s.OH);
+        CAPTURE(s.OW);
+        f(s, m, ac);
+      }
+}
+
 }  // namespace
 
 TEST_CASE("interpolate: exact values") {
@@ -106,43 +127,23 @@ TEST_CASE("interpolate: exact values") {
 }
 
 TEST_CASE("interpolate: forward against PyTorch's per-pixel formulas") {
-  struct S { int64_t H, W, OH, OW; };
-  const std::vector<S> sizes = {{3, 4, 7, 9}, {4, 4, 8, 8}, {7, 9, 3, 4}, {5, 6, 5, 3},
-                                {2, 3, 1, 1}, {1, 1, 3, 2}, {14, 14, 24, 24}, {6, 5, 12, 10}};
+  const std::vector<Sizes> sizes = {{3, 4, 7, 9}, {4, 4, 8, 8}, {7, 9, 3, 4}, {5, 6, 5, 3},
+                                    {2, 3, 1, 1}, {1, 1, 3, 2}, {14, 14, 24, 24}, {6, 5, 12, 10}};
   uint64_t seed = 10;
-  for (S s : sizes)
-    for (InterpMode m : {InterpMode::Nearest, InterpMode::Bilinear, InterpMode::Bicubic})
-      for (bool ac : {false, true}) {
-        if (m == InterpMode::Nearest && ac) continue;
-        CAPTURE(mode_name(m));
-        CAPTURE(ac);
-        CAPTURE(s.H);
-        CAPTURE(s.W);
-        CAPTURE(s.OH);
-        CAPTURE(s.OW);
-        Tensor x = randn_leaf({2, 3, s.H, s.W}, seed++, false);
-        check_close(interpolate(x, s.OH, s.OW, m, ac), ref_interpolate(x, s.OH, s.OW, m, ac), 1e-5f, 1e-5f);
-      }
+  for_each_case(sizes, [&](Sizes s, InterpMode m, bool ac) {
+    Tensor x = randn_leaf({2, 3, s.H, s.W}, seed++, false);
+    check_close(interpolate(x, s.OH, s.OW, m, ac), ref_interpolate(x, s.OH, s.OW, m, ac), 1e-5f, 1e-5f);
+  });
 }
 
 TEST_CASE("interpolate: gradcheck, up and down, align_corners both ways") {
-  struct S { int64_t H, W, OH, OW; };
-  const std::vector<S> sizes = {{3, 4, 5, 7}, {5, 6, 3, 2}, {4, 3, 4, 3}, {2, 4, 1, 6}, {1, 3, 2, 2}};
+  const std::vector<Sizes> sizes = {{3, 4, 5, 7}, {5, 6, 3, 2}, {4, 3, 4, 3}, {2, 4, 1, 6}, {1, 3, 2, 2}};
   uint64_t seed = 100;
-  for (S s : sizes)
-    for (InterpMode m : {InterpMode::Nearest, InterpMode::Bilinear, InterpMode::Bicubic})
-      for (bool ac : {false, true}) {
-        if (m == InterpMode::Nearest && ac) continue;
-        CAPTURE(mode_name(m));
-        CAPTURE(ac);
-        CAPTURE(s.H);
-        CAPTURE(s.W);
-        CAPTURE(s.OH);
-        CAPTURE(s.OW);
-        Tensor x = randn_leaf({2, 2, s.H, s.W}, seed++);
-        CHECK_GRADCHECK([=](const std::vector<Tensor>& v) { return interpolate(v[0], s.OH, s.OW, m, ac); },
-                        std::vector<Tensor>{x});
-      }
+  for_each_case(sizes, [&](Sizes s, InterpMode m, bool ac) {
+    Tensor x = randn_leaf({2, 2, s.H, s.W}, seed++);
+    CHECK_GRADCHECK([=](const std::vector<Tensor>& v) { return interpolate(v[0], s.OH, s.OW, m, ac); },
+                    std::vector<Tensor>{x});
+  });
 }
 
 TEST_CASE("interpolate errors") {

@@ -1,10 +1,9 @@
 // LinearEluAttention, CosformerAttention and their shared fused core linear_attention:
 // gradients, agreement with the composition of core ops, hand-worked values, the exp
 // count, the eps that keeps an all-zero φ(q) row finite, and errors.
-#include "testing.h"
+#include "attention_testing.h"
 
 #include <cmath>
-#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -30,44 +29,27 @@ Tensor composed_core(const Tensor& q, const Tensor& k, const Tensor& v, FeatureM
   return div(matmul(fq, kv), den);
 }
 
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-void check_same(const Fn& fused, const Fn& composed, const std::vector<Tensor>& inputs,
-                float atol = 1e-5f, float rtol = 1e-4f) {
-  auto copies = [&] {
-    std::vector<Tensor> c;
-    for (const Tensor& t : inputs) {
-      Tensor d = t.detach().clone();
-      d.requires_grad_(true);
-      c.push_back(d);
-    }
-    return c;
-  };
-  std::vector<Tensor> a = copies(), b = copies();
-  Tensor ya = fused(a), yb = composed(b);
-  REQUIRE(ya.shape() == yb.shape());
-  check_close(ya, yb, atol, rtol);
-  Generator g(77);
-  Tensor gy = randn(ya.shape(), g);
-  ya.backward(gy);
-  yb.backward(gy);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    CAPTURE(i);
-    check_close(a[i].grad(), b[i].grad(), atol, rtol);
-  }
-}
-
 struct Case {
   int64_t B, h, N, d;
 };
 const std::vector<Case> kCases = {{2, 2, 5, 4}, {2, 1, 3, 6}, {1, 3, 5, 4}, {2, 1, 5, 4}};
 const char* name_of(FeatureMap phi) { return phi == FeatureMap::EluPlusOne ? "elu+1" : "relu"; }
 
+// Runs f(c, phi) for every case and both feature maps, with the case captured.
+template <class F>
+void for_each_case(F&& f) {
+  for (const Case& c : kCases)
+    for (FeatureMap phi : {FeatureMap::EluPlusOne, FeatureMap::Relu}) {
+      CAPTURE(c.N);
+      CAPTURE(c.d);
+      CAPTURE(c.h);
+      CAPTURE(name_of(phi));
+      f(c, phi);
+    }
+}
+
 AttentionOptions small_options(const std::string& variant) {
-  AttentionOptions o;
-  o.variant = variant;
-  o.dim = 8;
-  o.num_heads = 2;
-  return o;
+  return attention_options(variant, 8, 2);
 }
 
 std::shared_ptr<Attention> make(const std::string& variant) {
@@ -78,34 +60,24 @@ std::shared_ptr<Attention> make(const std::string& variant) {
 }  // namespace
 
 TEST_CASE("linear_attention: fused == composed for elu+1 and relu, forward and gradients") {
-  for (const Case& c : kCases)
-    for (FeatureMap phi : {FeatureMap::EluPlusOne, FeatureMap::Relu}) {
-      CAPTURE(c.N);
-      CAPTURE(c.d);
-      CAPTURE(c.h);
-      CAPTURE(name_of(phi));
-      Tensor q = randn_leaf({c.B, c.h, c.N, c.d}, 1), k = randn_leaf({c.B, c.h, c.N, c.d}, 2),
-             v = randn_leaf({c.B, c.h, c.N, c.d}, 3);
-      check_same([&](auto& x) { return linear_attention(x[0], x[1], x[2], phi); },
-                 [&](auto& x) { return composed_core(x[0], x[1], x[2], phi); }, {q, k, v});
-    }
+  for_each_case([](const Case& c, FeatureMap phi) {
+    Tensor q = randn_leaf({c.B, c.h, c.N, c.d}, 1), k = randn_leaf({c.B, c.h, c.N, c.d}, 2),
+           v = randn_leaf({c.B, c.h, c.N, c.d}, 3);
+    check_same([&](auto& x) { return linear_attention(x[0], x[1], x[2], phi); },
+               [&](auto& x) { return composed_core(x[0], x[1], x[2], phi); }, {q, k, v});
+  });
 }
 
 TEST_CASE("linear_attention: gradcheck w.r.t. q, k, v (multi-head, h = 1, N < d, N > d)") {
-  for (const Case& c : kCases)
-    for (FeatureMap phi : {FeatureMap::EluPlusOne, FeatureMap::Relu}) {
-      CAPTURE(c.N);
-      CAPTURE(c.d);
-      CAPTURE(c.h);
-      CAPTURE(name_of(phi));
-      const Shape s{c.B, c.h, c.N, c.d};
-      // relu has a kink at 0: keep q and k at least 0.1 away from it (a step of 1e-2
-      // then never crosses it). elu+1 is C¹, plain normal values will do.
-      Tensor q = phi == FeatureMap::Relu ? away_from_zero_leaf(s, 0.1f, 2.f, 11) : randn_leaf(s, 11);
-      Tensor k = phi == FeatureMap::Relu ? away_from_zero_leaf(s, 0.1f, 2.f, 12) : randn_leaf(s, 12);
-      Tensor v = randn_leaf(s, 13);
-      CHECK_GRADCHECK([&](auto& x) { return linear_attention(x[0], x[1], x[2], phi); }, {q, k, v});
-    }
+  for_each_case([](const Case& c, FeatureMap phi) {
+    const Shape s{c.B, c.h, c.N, c.d};
+    // relu has a kink at 0: keep q and k at least 0.1 away from it (a step of 1e-2
+    // then never crosses it). elu+1 is C¹, plain normal values will do.
+    Tensor q = phi == FeatureMap::Relu ? away_from_zero_leaf(s, 0.1f, 2.f, 11) : randn_leaf(s, 11);
+    Tensor k = phi == FeatureMap::Relu ? away_from_zero_leaf(s, 0.1f, 2.f, 12) : randn_leaf(s, 12);
+    Tensor v = randn_leaf(s, 13);
+    CHECK_GRADCHECK([&](auto& x) { return linear_attention(x[0], x[1], x[2], phi); }, {q, k, v});
+  });
 }
 
 TEST_CASE("linear_attention: gradient to only some of q, k, v") {
@@ -178,11 +150,7 @@ TEST_CASE("LinearEluAttention / CosformerAttention: module == composed, and grad
   for (const std::string variant : {"linear_elu", "cosformer"}) {
     CAPTURE(variant);
     auto m = make(variant);
-    Generator g(51);
-    for (auto& [name, p] : m->named_parameters()) {
-      Tensor r = randn(p.shape(), g);
-      for (int64_t i = 0; i < p.numel(); ++i) p.data()[i] = 0.4f * r.data()[i];
-    }
+    randomize_parameters(*m, 51, 0.4f);
     std::set<std::string> names;
     for (auto& [name, _] : m->named_parameters()) names.insert(name);
     CHECK(names == std::set<std::string>{"qkv.weight", "qkv.bias", "proj.weight", "proj.bias"});
@@ -197,12 +165,10 @@ TEST_CASE("LinearEluAttention / CosformerAttention: module == composed, and grad
       o = reshape(permute(o, {0, 2, 1, 3}), {2, 5, 8});
       check_close(m->forward(x), linear(o, m->proj->weight, m->proj->bias), 1e-5f, 1e-4f);
     }
-    std::vector<Tensor> inputs{x};
-    for (auto& [name, p] : m->named_parameters()) inputs.push_back(p);
     // cosformer: relu kinks move with every parameter; a step of 1e-3 keeps to one side
     GradcheckOptions go;
     if (variant == "cosformer") go.eps = 1e-3;
-    CHECK_GRADCHECK([&](auto& in) { return m->forward(in[0]); }, inputs, go);
+    gradcheck_module(*m, x, go);
   }
 }
 
@@ -216,20 +182,11 @@ TEST_CASE("linear attention: the qk hook sees q and k, errors name the culprit")
   };
   m->forward(randn_leaf({2, 5, 8}, 61, false));
   CHECK(calls == 1);
-
-  auto message = [](const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
   AttentionOptions o = small_options("linear_elu");
   o.attn_drop = 0.1f;
-  CHECK(message([&] { LinearEluAttention a(o); }).find("LinearEluAttention: attn_drop") != std::string::npos);
-  CHECK(message([&] { CosformerAttention a(o); }).find("CosformerAttention: attn_drop") != std::string::npos);
+  CHECK(error_message([&] { LinearEluAttention a(o); }).find("LinearEluAttention: attn_drop") != std::string::npos);
+  CHECK(error_message([&] { CosformerAttention a(o); }).find("CosformerAttention: attn_drop") != std::string::npos);
   Tensor q = randn({1, 2, 3, 4}), k = randn({1, 2, 3, 5});
-  CHECK(message([&] { linear_attention(q, k, q, FeatureMap::Relu); }).find("linear_attention") != std::string::npos);
-  CHECK(message([&] { linear_attention(q, q, q, FeatureMap::Relu, 0.f); }).find("eps") != std::string::npos);
+  CHECK(error_message([&] { linear_attention(q, k, q, FeatureMap::Relu); }).find("linear_attention") != std::string::npos);
+  CHECK(error_message([&] { linear_attention(q, q, q, FeatureMap::Relu, 0.f); }).find("eps") != std::string::npos);
 }

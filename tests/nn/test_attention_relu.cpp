@@ -1,9 +1,8 @@
 // ReluAttention and its fused core relu_attention: gradients, agreement with the
 // composition of core ops, hand-worked values, the exp count, options and errors.
-#include "testing.h"
+#include "attention_testing.h"
 
 #include <cmath>
-#include <functional>
 #include <set>
 #include <string>
 
@@ -37,33 +36,6 @@ Tensor composed_core(const Tensor& q, const Tensor& k, const Tensor& v, ScoreFn 
   return matmul(mul(apply_fn(fn, s), std::pow(N, -alpha)), v);
 }
 
-// Same forward values and the same gradient for every input (fresh copies, one random dL/dy).
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-void check_same(const Fn& fused, const Fn& composed, const std::vector<Tensor>& inputs,
-                float atol = 1e-5f, float rtol = 1e-4f) {
-  auto copies = [&] {
-    std::vector<Tensor> c;
-    for (const Tensor& t : inputs) {
-      Tensor d = t.detach().clone();
-      d.requires_grad_(true);
-      c.push_back(d);
-    }
-    return c;
-  };
-  std::vector<Tensor> a = copies(), b = copies();
-  Tensor ya = fused(a), yb = composed(b);
-  REQUIRE(ya.shape() == yb.shape());
-  check_close(ya, yb, atol, rtol);
-  Generator g(77);
-  Tensor gy = randn(ya.shape(), g);
-  ya.backward(gy);
-  yb.backward(gy);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    CAPTURE(i);
-    check_close(a[i].grad(), b[i].grad(), atol, rtol);
-  }
-}
-
 struct Case {
   int64_t B, h, N, d;
 };
@@ -71,10 +43,7 @@ struct Case {
 const std::vector<Case> kCases = {{2, 2, 5, 4}, {2, 1, 3, 6}, {1, 3, 5, 4}, {2, 1, 5, 4}};
 
 AttentionOptions small_options(const std::string& fn, bool qk_norm, bool gate, float alpha = 1.f) {
-  AttentionOptions o;
-  o.variant = "relu";
-  o.dim = 8;
-  o.num_heads = 2;
+  AttentionOptions o = attention_options("relu", 8, 2);
   o.fn = fn;
   o.alpha = alpha;
   o.qk_norm = qk_norm;
@@ -254,15 +223,12 @@ TEST_CASE("ReluAttention: gradcheck w.r.t. x and every parameter (qk_norm, gate 
         CAPTURE(gate);
         auto m = std::make_shared<ReluAttention>(small_options(name, qk_norm, gate));
         randomise(*m, 51);
-        Tensor x = randn_leaf({2, 5, 8}, 52);
-        std::vector<Tensor> inputs{x};
-        for (auto& [n, p] : m->named_parameters()) inputs.push_back(p);
-        CHECK(inputs.size() == 5u + (qk_norm ? 4u : 0u) + (gate ? 2u : 0u));
+        CHECK(m->named_parameters().size() == 4u + (qk_norm ? 4u : 0u) + (gate ? 2u : 0u));
         // relu: a parameter step moves many scores at once, so a step of 1e-2 can cross
         // the kink at 0 (seen here); 1e-3 stays on one side and float32 is still accurate.
         GradcheckOptions go;
         if (std::string(name) == "relu") go.eps = 1e-3;
-        CHECK_GRADCHECK([&](auto& in) { return m->forward(in[0]); }, inputs, go);
+        gradcheck_module(*m, randn_leaf({2, 5, 8}, 52), go);
       }
 }
 
@@ -288,25 +254,17 @@ TEST_CASE("relu_attention: same thread count, same bits") {
 }
 
 TEST_CASE("ReluAttention: bad options and shapes are sima::Error naming the culprit") {
-  auto message = [](const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
-  std::string m1 = message([] { ReluAttention a(small_options("tanh", false, false)); });
+  std::string m1 = error_message([] { ReluAttention a(small_options("tanh", false, false)); });
   CHECK(m1.find("ReluAttention") != std::string::npos);
   CHECK(m1.find("fn 'tanh'") != std::string::npos);
   CHECK(m1.find("relu6") != std::string::npos);
   AttentionOptions o = small_options("relu", false, false);
   o.attn_drop = 0.1f;
-  CHECK(message([&] { ReluAttention a(o); }).find("attn_drop") != std::string::npos);
+  CHECK(error_message([&] { ReluAttention a(o); }).find("attn_drop") != std::string::npos);
   o = small_options("relu", false, false, NAN);
-  CHECK(message([&] { ReluAttention a(o); }).find("alpha") != std::string::npos);
+  CHECK(error_message([&] { ReluAttention a(o); }).find("alpha") != std::string::npos);
   Tensor q = randn({1, 2, 3, 4}), k = randn({1, 2, 4, 4});
-  CHECK(message([&] { relu_attention(q, k, k, ScoreFn::Relu); }).find("relu_attention") != std::string::npos);
+  CHECK(error_message([&] { relu_attention(q, k, k, ScoreFn::Relu); }).find("relu_attention") != std::string::npos);
   ReluAttention a(small_options("relu", false, true));
-  CHECK(message([&] { a.forward(randn({2, 5, 6})); }).find("ReluAttention") != std::string::npos);
+  CHECK(error_message([&] { a.forward(randn({2, 5, 6})); }).find("ReluAttention") != std::string::npos);
 }

@@ -30,10 +30,7 @@ const char* name(SimaNorm n) { return n == SimaNorm::L1 ? "l1" : n == SimaNorm::
 
 std::shared_ptr<SimaAttention> make_sima(int64_t dim, int64_t heads, const std::string& norm = "l1",
                                          const std::string& order = "auto") {
-  AttentionOptions o;
-  o.variant = "sima";
-  o.dim = dim;
-  o.num_heads = heads;
+  AttentionOptions o = attention_options("sima", dim, heads);
   o.norm = norm;
   o.order = order;
   return std::make_shared<SimaAttention>(o);
@@ -70,9 +67,9 @@ TEST_CASE("sima_attention: gradcheck with fewer key/value tokens than queries (N
     CHECK_GRADCHECK([=](const std::vector<Tensor>& in) {
       return sima_attention(in[0], in[1], in[2], SimaNorm::L1, order);
     }, {q, k, v});
-    check_same_fn([=](auto& in) { return sima_attention(in[0], in[1], in[2], SimaNorm::L1, order); },
-                  [=](auto& in) { return sima_composed(in[0], in[1], in[2], SimaNorm::L1, true); },
-                  {q, k, v});
+    check_same([=](auto& in) { return sima_attention(in[0], in[1], in[2], SimaNorm::L1, order); },
+               [=](auto& in) { return sima_composed(in[0], in[1], in[2], SimaNorm::L1, true); },
+               {q, k, v}, {.rel = 1e-4f});
   }
 }
 
@@ -86,11 +83,11 @@ TEST_CASE("sima_attention == composition of core ops (forward and every gradient
         Tensor q = randn_leaf({2, 3, N, d}, 11), k = randn_leaf({2, 3, N, d}, 12),
                v = randn_leaf({2, 3, N, d}, 13);
         // The oracle computes in the other order on purpose: the orders must agree too.
-        check_same_fn([=](auto& in) { return sima_attention(in[0], in[1], in[2], norm, order); },
-                      [=](auto& in) {
-                        return sima_composed(in[0], in[1], in[2], norm, order != SimaOrder::QkFirst);
-                      },
-                      {q, k, v});
+        check_same([=](auto& in) { return sima_attention(in[0], in[1], in[2], norm, order); },
+                   [=](auto& in) {
+                     return sima_composed(in[0], in[1], in[2], norm, order != SimaOrder::QkFirst);
+                   },
+                   {q, k, v}, {.rel = 1e-4f});
       }
 }
 
@@ -99,9 +96,9 @@ TEST_CASE("sima_attention: qk_first and kv_first agree to 1e-5 in forward and ev
     CAPTURE(name(norm));
     Tensor q = randn_leaf({2, 4, 24, 8}, 21), k = randn_leaf({2, 4, 24, 8}, 22),
            v = randn_leaf({2, 4, 24, 8}, 23);
-    check_same_fn([=](auto& in) { return sima_attention(in[0], in[1], in[2], norm, SimaOrder::QkFirst); },
-                  [=](auto& in) { return sima_attention(in[0], in[1], in[2], norm, SimaOrder::KvFirst); },
-                  {q, k, v}, 1e-5f);
+    check_same([=](auto& in) { return sima_attention(in[0], in[1], in[2], norm, SimaOrder::QkFirst); },
+               [=](auto& in) { return sima_attention(in[0], in[1], in[2], norm, SimaOrder::KvFirst); },
+               {q, k, v}, {.rel = 1e-5f});
   }
 }
 
@@ -170,9 +167,10 @@ TEST_CASE("sima_attention: all-zero columns take the eps path: no NaN, gradient 
         CHECK(std::fabs(gq) > 0.f);
       }
       // and everything else as the composed oracle says (the oracle's clamp gives g/eps too)
-      check_same_fn([=](auto& in) { return sima_attention(in[0], in[1], in[2], norm, order, eps); },
-                    [=](auto& in) { return sima_composed(in[0], in[1], in[2], norm, true, eps); },
-                    {q.detach().requires_grad_(), k.detach().requires_grad_(), v.detach().requires_grad_()});
+      check_same([=](auto& in) { return sima_attention(in[0], in[1], in[2], norm, order, eps); },
+                 [=](auto& in) { return sima_composed(in[0], in[1], in[2], norm, true, eps); },
+                 {q.detach().requires_grad_(), k.detach().requires_grad_(), v.detach().requires_grad_()},
+                 {.rel = 1e-4f});
     }
 }
 
@@ -186,9 +184,9 @@ TEST_CASE("sima_attention: both sides of the eps clamp with a large eps agree wi
   for (SimaNorm norm : {SimaNorm::L1, SimaNorm::L2})
     for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst}) {
       CAPTURE(name(norm));
-      check_same_fn([=](auto& in) { return sima_attention(in[0], in[1], in[2], norm, order, eps); },
-                    [=](auto& in) { return sima_composed(in[0], in[1], in[2], norm, false, eps); },
-                    {q, k, v});
+      check_same([=](auto& in) { return sima_attention(in[0], in[1], in[2], norm, order, eps); },
+                 [=](auto& in) { return sima_composed(in[0], in[1], in[2], norm, false, eps); },
+                 {q, k, v}, {.rel = 1e-4f});
     }
 }
 
@@ -282,28 +280,20 @@ TEST_CASE("SimaAttention: the module is merge(proj(sima_attention(split(qkv(x)))
 }
 
 TEST_CASE("SimaAttention / sima_attention: bad options and shapes are sima::Error naming the culprit") {
-  auto msg = [](auto&& f) -> std::string {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "(no error)";
-  };
-  std::string m1 = msg([] { make_sima(8, 2, "l3"); });
+  std::string m1 = error_message([] { make_sima(8, 2, "l3"); });
   CHECK(m1.find("SimaAttention") != std::string::npos);
   CHECK(m1.find("norm") != std::string::npos);
   CHECK(m1.find("l1, l2, none") != std::string::npos);
-  std::string m2 = msg([] { make_sima(8, 2, "l1", "fastest"); });
+  std::string m2 = error_message([] { make_sima(8, 2, "l1", "fastest"); });
   CHECK(m2.find("order") != std::string::npos);
   CHECK(m2.find("auto, qk_first, kv_first") != std::string::npos);
   AttentionOptions o;
   o.dim = 8;
   o.num_heads = 2;
   o.eps = 0.f;
-  CHECK(msg([&] { SimaAttention a(o); }).find("eps") != std::string::npos);
+  CHECK(error_message([&] { SimaAttention a(o); }).find("eps") != std::string::npos);
   Tensor q = randn({1, 2, 3, 4}), k4 = randn({1, 2, 3, 5}), v = randn({1, 2, 3, 4});
-  CHECK(msg([&] { sima_attention(q, k4, v); }).find("sima_attention") != std::string::npos);
+  CHECK(error_message([&] { sima_attention(q, k4, v); }).find("sima_attention") != std::string::npos);
   CHECK_THROWS_AS(sima_attention(q, q, randn({1, 2, 4, 4})), Error);
   CHECK_THROWS_AS(sima_attention(randn({2, 3, 4}), randn({2, 3, 4}), randn({2, 3, 4})), Error);
 }
@@ -315,9 +305,9 @@ TEST_CASE("sima_attention: the parallel path (pairs split across threads) is cor
     CAPTURE(order == SimaOrder::QkFirst);
     Tensor q = randn_leaf({2, 4, 64, 32}, 71), k = randn_leaf({2, 4, 64, 32}, 72),
            v = randn_leaf({2, 4, 64, 32}, 73);
-    check_same_fn([=](auto& in) { return sima_attention(in[0], in[1], in[2], SimaNorm::L1, order); },
-                  [=](auto& in) { return sima_composed(in[0], in[1], in[2], SimaNorm::L1, false); },
-                  {q, k, v});
+    check_same([=](auto& in) { return sima_attention(in[0], in[1], in[2], SimaNorm::L1, order); },
+               [=](auto& in) { return sima_composed(in[0], in[1], in[2], SimaNorm::L1, false); },
+               {q, k, v}, {.rel = 1e-4f});
     auto run = [&] {
       std::vector<Tensor> in = leaf_copies({q, k, v});
       Tensor y = sima_attention(in[0], in[1], in[2], SimaNorm::L1, order);

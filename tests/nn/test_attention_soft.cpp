@@ -5,58 +5,14 @@
 #include "nn/attention/soft.h"
 
 #include <cmath>
-#include <functional>
 #include <string>
 
-#include "testing.h"
+#include "attention_testing.h"
 
 using namespace sima;
 using namespace sima::testing;
 
 namespace {
-
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-// Runs fused and composed on fresh copies of `inputs`, backward with the same random
-// gradient, and compares the outputs, every input gradient and the gradients of `params`
-// (leaves both functions use, e.g. a module's parameters). Relative error <= rtol.
-void check_same(const Fn& fused, const Fn& composed, const std::vector<Tensor>& inputs,
-                const std::vector<Tensor>& params = {}, float atol = 1e-5f, float rtol = 1e-4f) {
-  auto copies = [&] {
-    std::vector<Tensor> c;
-    for (const Tensor& t : inputs) {
-      Tensor d = t.detach().clone();
-      d.requires_grad_(t.requires_grad());
-      c.push_back(d);
-    }
-    return c;
-  };
-  std::vector<Tensor> a = copies(), b = copies();
-  for (const Tensor& p : params) p.zero_grad();
-  Tensor ya = fused(a);
-  Generator g(77);
-  Tensor gy = randn(ya.shape(), g);
-  ya.backward(gy);
-  std::vector<Tensor> pa;
-  for (const Tensor& p : params) {
-    REQUIRE(p.grad().defined());
-    pa.push_back(p.grad().clone());
-    p.zero_grad();
-  }
-  Tensor yb = composed(b);
-  REQUIRE(ya.shape() == yb.shape());
-  check_close(ya, yb, atol, rtol);
-  yb.backward(gy);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].requires_grad()) continue;
-    CAPTURE(i);
-    check_close(a[i].grad(), b[i].grad(), atol, rtol);
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    CAPTURE(i);
-    check_close(pa[i], params[i].grad(), atol, rtol);
-  }
-}
 
 // exp(−s·‖a_i − b_j‖²) from primitive ops: (.., M, 1, d) − (.., 1, N, d), squared, summed.
 Tensor kernel_composed(const Tensor& a, const Tensor& b, float s) {
@@ -76,10 +32,7 @@ Tensor newton_composed(const Tensor& A, int64_t iters) {
 
 AttentionOptions soft_options(int64_t C, int64_t h, const std::string& bottleneck, int64_t sr = 2,
                               int64_t iters = 20) {
-  AttentionOptions o;
-  o.variant = "soft";
-  o.dim = C;
-  o.num_heads = h;
+  AttentionOptions o = attention_options("soft", C, h);
   o.bottleneck = bottleneck;
   o.sr = sr;
   o.nr_iters = iters;
@@ -111,11 +64,11 @@ std::shared_ptr<SoftAttention> make_soft(int64_t C, int64_t h, const std::string
   return m;
 }
 
-// The module's parameters, or only those of the core (the bottleneck's) if core_only.
-std::vector<Tensor> params_of(const Module& m, bool core_only = false) {
+// The parameters of the module's core (the bottleneck's): all but qkv and proj.
+std::vector<Tensor> core_params(const Module& m) {
   std::vector<Tensor> ps;
   for (auto& [name, p] : m.named_parameters())
-    if (!core_only || (name.rfind("qkv", 0) != 0 && name.rfind("proj", 0) != 0)) ps.push_back(p);
+    if (name.rfind("qkv", 0) != 0 && name.rfind("proj", 0) != 0) ps.push_back(p);
   return ps;
 }
 
@@ -282,7 +235,7 @@ TEST_CASE("SoftAttention core == its composition from core ops (forward and grad
                    Tensor Pv = matmul(P, x[1]);
                    return matmul(P, matmul(newton_composed(A, 20), Pv), true);
                  },
-                 {q, v}, params_of(*attn, /*core_only=*/true), 1e-5f, 1e-4f);
+                 {q, v}, {.atol = 1e-5f, .rtol = 1e-4f}, core_params(*attn));
     }
 }
 
@@ -295,12 +248,10 @@ TEST_CASE("SoftAttention: gradcheck w.r.t. x and every parameter") {
     CAPTURE(c.W);
     const int64_t C = c.C;
     auto attn = make_soft(C, c.h, c.bottleneck);
-    Tensor x = randn_leaf({2, c.H * c.W, C}, 50);
-    std::vector<Tensor> inputs{x};
-    for (const Tensor& p : params_of(*attn)) inputs.push_back(p);
-    CHECK(inputs.size() == (c.bottleneck == std::string("conv") ? 8u : 5u));
+    CHECK(attn->named_parameters().size() == (c.bottleneck == std::string("conv") ? 7u : 4u));
     const int64_t H = c.H, W = c.W;
-    CHECK_GRADCHECK([&](const std::vector<Tensor>& v) { return attn->forward(v[0], H, W); }, inputs);
+    gradcheck_module(*attn, randn_leaf({2, c.H * c.W, C}, 50), {},
+                     [&](const Tensor& x) { return attn->forward(x, H, W); });
   }
 }
 

@@ -1,9 +1,8 @@
 // Softmax attention: the fused core (softmax_attention) against finite differences, against
 // the same formula composed from core ops, against hand-worked values, and the module.
-#include "testing.h"
+#include "attention_testing.h"
 
 #include <cmath>
-#include <functional>
 
 #include "core/parallel.h"
 #include "nn/attention/softmax_attention.h"
@@ -12,36 +11,6 @@ using namespace sima;
 using namespace sima::testing;
 
 namespace {
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-// Runs fused and composed on fresh copies of `inputs`, backward with the same random
-// gradient, and compares the outputs and every input gradient (rtol 1e-4).
-void check_same(const Fn& fused, const Fn& composed, const std::vector<Tensor>& inputs,
-                float atol = 1e-5f, float rtol = 1e-4f) {
-  auto copies = [&] {
-    std::vector<Tensor> c;
-    for (const Tensor& t : inputs) {
-      Tensor d = t.detach().clone();
-      d.requires_grad_(t.requires_grad());
-      c.push_back(d);
-    }
-    return c;
-  };
-  std::vector<Tensor> a = copies(), b = copies();
-  Tensor ya = fused(a), yb = composed(b);
-  REQUIRE(ya.shape() == yb.shape());
-  check_close(ya, yb, atol, rtol);
-  Generator g(77);
-  Tensor gy = randn(ya.shape(), g);
-  ya.backward(gy);
-  yb.backward(gy);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].requires_grad()) continue;
-    CAPTURE(i);
-    check_close(a[i].grad(), b[i].grad(), atol, rtol);
-  }
-}
-
 // The oracle: matmul, softmax and dropout from core, each gradchecked on its own.
 Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, float p,
                           bool training) {
@@ -63,17 +32,8 @@ std::vector<Tensor> qkv_leaves(const Case& c, uint64_t seed) {
 
 void reseed_dropout() { rng(RngStream::Dropout).manual_seed(4242); }
 
-// Modest random values in every parameter (Linear's default init is fine too, but explicit
-// values keep the test independent of it).
-void randomize_parameters(Module& m, uint64_t seed, float std = 0.3f) {
-  Generator g(seed);
-  for (auto& [name, p] : m.named_parameters()) g.fill_normal(p.data(), p.numel(), 0.f, std);
-}
-
 std::shared_ptr<SoftmaxAttention> make_module(int64_t dim, int64_t heads, float attn_drop = 0.f) {
-  AttentionOptions opt;
-  opt.dim = dim;
-  opt.num_heads = heads;
+  AttentionOptions opt = attention_options("softmax", dim, heads);
   opt.attn_drop = attn_drop;
   auto m = std::make_shared<SoftmaxAttention>(opt);
   randomize_parameters(*m, 99);
@@ -165,24 +125,16 @@ TEST_CASE("SoftmaxAttention: gradcheck of the module w.r.t. x and every paramete
     CAPTURE(c.heads);
     CAPTURE(c.N);
     auto attn = make_module(c.dim, c.heads);
-    Tensor x = randn_leaf({2, c.N, c.dim}, 60);
-    std::vector<Tensor> inputs{x};
-    for (auto& [name, p] : attn->named_parameters()) inputs.push_back(p);
-    CHECK(inputs.size() == 5);  // qkv.weight, qkv.bias, proj.weight, proj.bias
-    CHECK_GRADCHECK([&](const std::vector<Tensor>&) { return attn->forward(x); }, inputs);
+    CHECK(attn->named_parameters().size() == 4);  // qkv.weight, qkv.bias, proj.weight, proj.bias
+    gradcheck_module(*attn, randn_leaf({2, c.N, c.dim}, 60));
   }
   // Training with attention dropout, the mask fixed by reseeding before every forward.
   auto attn = make_module(8, 2, 0.25f);
   attn->train();
-  Tensor x = randn_leaf({2, 4, 8}, 61);
-  std::vector<Tensor> inputs{x};
-  for (auto& [name, p] : attn->named_parameters()) inputs.push_back(p);
-  CHECK_GRADCHECK(
-      [&](const std::vector<Tensor>&) {
-        reseed_dropout();
-        return attn->forward(x);
-      },
-      inputs);
+  gradcheck_module(*attn, randn_leaf({2, 4, 8}, 61), {}, [&](const Tensor& x) {
+    reseed_dropout();
+    return attn->forward(x);
+  });
 }
 
 TEST_CASE("SoftmaxAttention: parameter names as timm") {

@@ -26,10 +26,7 @@ Tensor xca_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Ten
 }
 
 std::shared_ptr<XCAttention> make_xca(int64_t dim, int64_t heads, float attn_drop = 0.f) {
-  AttentionOptions o;
-  o.variant = "xca";
-  o.dim = dim;
-  o.num_heads = heads;
+  AttentionOptions o = attention_options("xca", dim, heads);
   o.attn_drop = attn_drop;
   return std::make_shared<XCAttention>(o);
 }
@@ -66,16 +63,17 @@ TEST_CASE("xca_attention == timm's XCA composed from core ops (forward and every
     CAPTURE(d);
     Tensor q = randn_leaf({2, 3, N, d}, 11), k = randn_leaf({2, 3, N, d}, 12), v = randn_leaf({2, 3, N, d}, 13);
     Tensor tau = uniform_leaf({3, 1, 1}, 0.2f, 4.f, 14);
-    check_same_fn([](auto& in) { return xca_attention(in[0], in[1], in[2], in[3]); },
-                  [](auto& in) { return xca_composed(in[0], in[1], in[2], in[3]); }, {q, k, v, tau});
+    check_same([](auto& in) { return xca_attention(in[0], in[1], in[2], in[3]); },
+               [](auto& in) { return xca_composed(in[0], in[1], in[2], in[3]); },
+               {q, k, v, tau}, {.rel = 1e-4f});
     // attn_drop in training: the same mask as dropout() draws from the same seed
-    check_same_fn([](auto& in) {
+    check_same([](auto& in) {
       manual_seed(3);
       return xca_attention(in[0], in[1], in[2], in[3], 0.25f, true);
     }, [](auto& in) {
       manual_seed(3);
       return xca_composed(in[0], in[1], in[2], in[3], 0.25f, true);
-    }, {q, k, v, tau});
+    }, {q, k, v, tau}, {.rel = 1e-4f});
   }
 }
 
@@ -124,8 +122,9 @@ TEST_CASE("xca_attention: an all-zero column of q or k takes the eps path withou
   CHECK(all_finite(q.grad()));
   CHECK(all_finite(k.grad()));
   CHECK(all_finite(tau.grad()));
-  check_same_fn([](auto& in) { return xca_attention(in[0], in[1], in[2], in[3]); },
-                [](auto& in) { return xca_composed(in[0], in[1], in[2], in[3]); }, {q, k, v, tau});
+  check_same([](auto& in) { return xca_attention(in[0], in[1], in[2], in[3]); },
+             [](auto& in) { return xca_composed(in[0], in[1], in[2], in[3]); },
+             {q, k, v, tau}, {.rel = 1e-4f});
 }
 
 TEST_CASE("XCAttention: gradcheck of the module w.r.t. x and every parameter, temperature included") {
@@ -181,16 +180,8 @@ TEST_CASE("XCAttention: timm's parameters, exp count h·d² per image, hook gets
 
 TEST_CASE("xca_attention: bad shapes are sima::Error naming the culprit") {
   Tensor q = randn({1, 2, 3, 4});
-  auto msg = [](auto&& f) -> std::string {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "(no error)";
-  };
-  CHECK(msg([&] { xca_attention(q, q, q, ones({3, 1, 1})); }).find("temperature") != std::string::npos);
-  CHECK(msg([&] { xca_attention(q, randn({1, 2, 4, 4}), q, ones({2, 1, 1})); }).find("xca_attention") !=
+  CHECK(error_message([&] { xca_attention(q, q, q, ones({3, 1, 1})); }).find("temperature") != std::string::npos);
+  CHECK(error_message([&] { xca_attention(q, randn({1, 2, 4, 4}), q, ones({2, 1, 1})); }).find("xca_attention") !=
         std::string::npos);
   CHECK_THROWS_AS(xca_attention(q, q, q, ones({2, 1, 1}), 1.f, true), Error);
   AttentionOptions o;
@@ -204,8 +195,9 @@ TEST_CASE("xca_attention: the parallel path (pairs split across threads) is corr
   set_num_threads(2);  // sizes large enough for one pair per chunk
   Tensor q = randn_leaf({2, 4, 64, 32}, 71), k = randn_leaf({2, 4, 64, 32}, 72), v = randn_leaf({2, 4, 64, 32}, 73);
   Tensor tau = uniform_leaf({4, 1, 1}, 0.5f, 2.f, 74);
-  check_same_fn([](auto& in) { return xca_attention(in[0], in[1], in[2], in[3]); },
-                [](auto& in) { return xca_composed(in[0], in[1], in[2], in[3]); }, {q, k, v, tau});
+  check_same([](auto& in) { return xca_attention(in[0], in[1], in[2], in[3]); },
+             [](auto& in) { return xca_composed(in[0], in[1], in[2], in[3]); },
+             {q, k, v, tau}, {.rel = 1e-4f});
   auto run = [&] {
     std::vector<Tensor> in = leaf_copies({q, k, v, tau});
     Tensor y = xca_attention(in[0], in[1], in[2], in[3]);

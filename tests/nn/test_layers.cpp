@@ -12,12 +12,6 @@ using namespace sima;
 using namespace sima::testing;
 
 namespace {
-// gradcheck of m.forward w.r.t. x and every parameter of m (they alias the inputs).
-void gradcheck_module(Module& m, const Tensor& x, GradcheckOptions opt = {}) {
-  std::vector<Tensor> inputs{x};
-  for (auto& [n, p] : m.named_parameters()) inputs.push_back(p);
-  CHECK_GRADCHECK([&](const std::vector<Tensor>& v) { return m.forward(v[0]); }, inputs, opt);
-}
 // Small random values in every parameter (defaults like ones/zeros hide mistakes).
 void randomise(Module& m, uint64_t seed) {
   Generator g(seed);
