@@ -323,12 +323,9 @@ SoftAttention::SoftAttention(const AttentionOptions& opt) : Attention(opt, "Soft
     const int64_t d = head_dim();
     // The official Qlandmark_op (Conv2d(d, d, sr, stride sr, bias=False), shared by the
     // heads) and Qnorm_act (LayerNorm(d), then GELU), with PyTorch's default init.
-    q_conv = register_module("q_conv", std::make_shared<Module>("Conv2d"));
-    q_conv_weight = q_conv->register_parameter("weight", empty({d, d, opt.sr, opt.sr}));
-    kaiming_uniform_(q_conv_weight);
-    norm = register_module("norm", std::make_shared<Module>("LayerNorm"));
-    norm_weight = norm->register_parameter("weight", ones({d}));
-    norm_bias = norm->register_parameter("bias", zeros({d}));
+    q_conv = register_module("q_conv", std::make_shared<Conv2d>(d, d, static_cast<int>(opt.sr),
+                                                                 static_cast<int>(opt.sr), 0, 1, /*bias=*/false));
+    norm = register_module("norm", std::make_shared<LayerNorm>(d, 1e-5f));
   }
 }
 
@@ -337,11 +334,11 @@ Tensor SoftAttention::landmarks(const Tensor& qs, int64_t H, int64_t W) const {
   // (B, h, N, d) -> (B·h, d, H, W): every head's q as a d-channel image
   Tensor grid = permute(reshape(qs, {B * h, H, W, d}), {0, 3, 1, 2});
   Tensor y = opt_.bottleneck == "conv"
-                 ? conv2d(grid, q_conv_weight, Tensor(), static_cast<int>(sr))
+                 ? q_conv->forward(grid)
                  : avg_pool2d(grid, static_cast<int>(sr));  // (B·h, d, H/sr, W/sr)
   const int64_t m = y.size(2) * y.size(3);
   y = permute(reshape(y, {B * h, d, m}), {0, 2, 1});  // (B·h, m, d)
-  if (opt_.bottleneck == "conv") y = gelu(layer_norm(y, norm_weight, norm_bias, 1e-5f));
+  if (opt_.bottleneck == "conv") y = gelu(norm->forward(y));
   return reshape(y, {B, h, m, d});
 }
 
@@ -355,8 +352,12 @@ Tensor SoftAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, in
         ": SOFT shares one projection for q and k; pass k = q (the same tensor) or no k");
   const int64_t N = q.size(2), d = q.size(3), sr = opt_.sr;
   check(H > 0 && W > 0, name, ": SOFT needs the token grid to build its bottleneck tokens: call ",
-        "forward(x, H, W) with H·W = N = ", N, " (got H = ", H, ", W = ", W, ")");
-  check(H * W == N, name, ": token grid H = ", H, ", W = ", W, " has ", H * W, " tokens, but N = ", N);
+        "forward(x, H, W) with the grid of the last H·W of the N = ", N, " tokens (got H = ", H,
+        ", W = ", W, ")");
+  // Tokens before the grid (a class or distillation token) are queries and keys like the
+  // others; only the bottleneck (landmark) tokens come from the grid.
+  const int64_t n_extra = N - H * W;
+  check(n_extra >= 0, name, ": token grid H = ", H, ", W = ", W, " has ", H * W, " tokens, more than N = ", N);
   check(H >= sr && W >= sr, name, ": token grid ", H, "x", W, " is smaller than the bottleneck kernel sr = ", sr);
   check(opt_.bottleneck != "conv" || d == head_dim(), name, ": head dim ", d, " of q ", q.shape(),
         " is not the module's ", head_dim());
@@ -364,7 +365,8 @@ Tensor SoftAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, in
   // The official scaling: q / d^¼, so ‖q_i − q_j‖²/2 below is ‖·‖²/(2√d) of the unscaled q.
   Tensor qs = mul(q, 1.f / std::sqrt(std::sqrt(static_cast<float>(d))));
   if (qk_hook) qk_hook(qs, qs);
-  Tensor qt = landmarks(qs, H, W);                          // q̃ (B, h, m, d)
+  Tensor grid = n_extra == 0 ? qs : narrow(qs, 2, n_extra, H * W);
+  Tensor qt = landmarks(grid, H, W);                        // q̃ (B, h, m, d)
   Tensor P = gaussian_kernel(qt, qs, 0.5f, &exp_calls_);    // (B, h, m, N)
   Tensor A = gaussian_kernel(qt, qt, 0.5f, &exp_calls_);    // (B, h, m, m)
   Tensor A_inv = newton_inverse(A, opt_.nr_iters);          // (B, h, m, m)

@@ -19,6 +19,8 @@
 #include <memory>
 
 #include "nn/attention/attention.h"
+#include "nn/conv.h"
+#include "nn/norm.h"
 
 namespace sima {
 
@@ -49,8 +51,8 @@ class SoftAttention : public Attention {
   Tensor landmarks(const Tensor& q_scaled, int64_t H, int64_t W) const;
 
   // conv bottleneck only: q_conv.weight (d, d, sr, sr), norm.weight, norm.bias (d).
-  std::shared_ptr<Module> q_conv, norm;
-  Tensor q_conv_weight, norm_weight, norm_bias;  // aliases of their parameters
+  std::shared_ptr<Conv2d> q_conv;  // null with the avgpool bottleneck
+  std::shared_ptr<LayerNorm> norm;
 };
 
 }  // namespace sima

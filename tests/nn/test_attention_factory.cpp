@@ -172,3 +172,23 @@ TEST_CASE("projections = false: no qkv/proj parameters, core usable, forward a c
                          Error);
   }
 }
+
+TEST_CASE("SOFT: tokens before the grid (a class token) attend and are attended to") {
+  AttentionOptions opt;
+  opt.variant = "soft";
+  opt.dim = 16;
+  opt.num_heads = 2;
+  auto attn = make_attention(opt);
+  Tensor x = randn_leaf({2, 17, 16}, 3);  // class token + 4x4 grid
+  Tensor y = attn->forward(x, 4, 4);
+  CHECK(y.shape() == Shape{2, 17, 16});
+  // The class token's output depends on the grid tokens.
+  Tensor g = zeros({2, 17, 16});
+  g.at({0, 0, 0}) = 1.f;  // d y[0, cls, 0] / d x
+  attn->forward(x, 4, 4).backward(g);
+  float grid_grad = 0.f;
+  for (int64_t t = 1; t < 17; ++t)
+    for (int64_t c = 0; c < 16; ++c) grid_grad += std::fabs(x.grad().at({0, t, c}));
+  CHECK(grid_grad > 0.f);
+  CHECK_THROWS_AS(attn->forward(randn({1, 15, 16}), 4, 4), Error);  // fewer tokens than the grid
+}

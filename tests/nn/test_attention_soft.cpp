@@ -226,9 +226,9 @@ TEST_CASE("SoftAttention core == its composition from core ops (forward and grad
                    Tensor qs = mul(x[0], q_scale);
                    // q̃ as in the official code, from (B·h, d, H, W) images of the heads
                    Tensor grid = permute(reshape(qs, {2 * h, H_, W_, d}), {0, 3, 1, 2});
-                   Tensor y = conv ? conv2d(grid, attn->q_conv_weight, Tensor(), 2) : avg_pool2d(grid, 2);
+                   Tensor y = conv ? conv2d(grid, attn->q_conv->weight, Tensor(), 2) : avg_pool2d(grid, 2);
                    y = permute(reshape(y, {2 * h, d, 6}), {0, 2, 1});  // m = 2·3
-                   if (conv) y = gelu(layer_norm(y, attn->norm_weight, attn->norm_bias, 1e-5f));
+                   if (conv) y = gelu(layer_norm(y, attn->norm->weight, attn->norm->bias, 1e-5f));
                    Tensor qt = reshape(y, {2, h, 6, d});
                    Tensor P = kernel_composed(qt, qs, 0.5f);
                    Tensor A = kernel_composed(qt, qt, 0.5f);
@@ -277,8 +277,8 @@ TEST_CASE("SoftAttention: shapes and parameter names") {
   CHECK(names == std::vector<std::string>{"qkv.weight", "qkv.bias", "proj.weight", "proj.bias",
                                           "q_conv.weight", "norm.weight", "norm.bias"});
   CHECK(conv->qkv->weight.shape() == Shape({16, 8}));  // Linear(C, 2C): q and v
-  CHECK(conv->q_conv_weight.shape() == Shape({4, 4, 2, 2}));
-  CHECK(conv->norm_weight.shape() == Shape({4}));
+  CHECK(conv->q_conv->weight.shape() == Shape({4, 4, 2, 2}));
+  CHECK(conv->norm->weight.shape() == Shape({4}));
   auto pool = make_soft(8, 2, "avgpool");
   CHECK(pool->named_parameters().size() == 4);
   Tensor x = randn_leaf({2, 16, 8}, 70, false);
