@@ -14,7 +14,8 @@
       no padding, data not in name order, __metadata__ last) and, in EXPECTED.json, their
       values converted to float32 by PyTorch, for the C++ side to read and compare.
 
-Exit status 0 when everything matches; a failed check raises and exits non-zero.
+Several commands may be given in a row ("check F E write F2 E2"). Exit status 0 when
+everything matches; a failed check raises and exits non-zero.
 """
 import json
 import math
@@ -135,6 +136,9 @@ def write(path, expected_path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] not in ("check", "write"):
+    # Several commands may follow one another (PyTorch is slow to import, so import it once).
+    args = sys.argv[1:]
+    if not args or len(args) % 3 or any(c not in ("check", "write") for c in args[::3]):
         sys.exit(__doc__)
-    (check if sys.argv[1] == "check" else write)(sys.argv[2], sys.argv[3])
+    for i in range(0, len(args), 3):
+        (check if args[i] == "check" else write)(args[i + 1], args[i + 2])
