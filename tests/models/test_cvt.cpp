@@ -47,6 +47,14 @@ void randomise_bn_stats(Module& m, uint64_t seed) {
   }
 }
 
+// Tiny models run on one thread while alive: OpenBLAS threads even their GEMMs of a few
+// hundred multiply-adds, which made these tests 10-50x slower on a busy machine.
+struct OneThread {
+  int saved = num_threads();
+  OneThread() { set_num_threads(1); }
+  ~OneThread() { set_num_threads(saved); }
+};
+
 }  // namespace
 
 // ---- reference sizes -------------------------------------------------------------------
@@ -222,6 +230,7 @@ TEST_CASE("CvT-13 at 224x224 (depths cut to 1/1/1): token grids 56, 28, 14 and l
 // ---- small models, every variant ----------------------------------------------------------
 
 TEST_CASE("small CvT (32x32, strides 2/2/2): every variant runs forward and backward") {
+  OneThread one;
   for (const std::string& v : kVariants) {
     CAPTURE(v);
     ModelConfig cfg = cvt_small_config({16, 32, 48}, {1, 1, 2}, {1, 2, 3}, 10);
@@ -268,6 +277,7 @@ TEST_CASE("small CvT (32x32, strides 2/2/2): every variant runs forward and back
 }
 
 TEST_CASE("variant options pass through: relu gate and qk_norm, soft avgpool, xca temperature") {
+  OneThread one;
   ModelConfig cfg = cvt_small_config({16, 32}, {1, 1}, {2, 2}, 5);
   cfg.stage_embed_kernel = {3, 3};
   cfg.stage_embed_stride = {2, 2};
@@ -336,6 +346,53 @@ TEST_CASE("CvtAttention (softmax) = composition: cls unconvolved, C^-½ scale, s
   }
 }
 
+TEST_CASE("CvtSoftCore with a cls token = Pᵀ A⁻¹ P v with landmarks from the grid tokens only") {
+  // avgpool bottleneck sr 2 on a 2x4 grid: m = 2 landmarks, each the mean of a 2x2 block of
+  // the scaled q; A⁻¹ in closed form (Newton–Raphson with 30 iterations has converged).
+  const int64_t B = 1, h = 2, d = 4, H = 2, W = 4, N = 1 + H * W;
+  AttentionOptions opt;
+  opt.variant = "soft";
+  opt.dim = h * d;
+  opt.num_heads = h;
+  opt.bottleneck = "avgpool";
+  opt.nr_iters = 30;
+  CvtSoftCore core(opt);
+  Tensor q = mul(randn_leaf({B, h, N, d}, 31, false), 0.5f), v = randn_leaf({B, h, N, d}, 32, false);
+  Tensor got = core.core(q, q, v, H, W);
+  REQUIRE(got.shape() == Shape{B, h, N, d});
+  std::vector<float> want;
+  const float s = 1.f / std::sqrt(std::sqrt(float(d)));
+  for (int64_t p = 0; p < h; ++p) {
+    auto qs = [&](int64_t t, int64_t c) { return s * q.at({0, p, t, c}); };
+    float lm[2][4] = {};  // landmark i: tokens 1 + r·W + c, r ∈ {0, 1}, c ∈ {2i, 2i + 1}
+    for (int i = 0; i < 2; ++i)
+      for (int r = 0; r < 2; ++r)
+        for (int c = 2 * i; c < 2 * i + 2; ++c)
+          for (int k = 0; k < d; ++k) lm[i][k] += 0.25f * qs(1 + r * W + c, k);
+    auto kernel = [&](const float* a, auto b) {
+      float dist = 0.f;
+      for (int k = 0; k < d; ++k) dist += (a[k] - b(k)) * (a[k] - b(k));
+      return std::exp(-0.5f * dist);
+    };
+    float A[2][2], P[2][N];
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 2; ++j) A[i][j] = kernel(lm[i], [&](int k) { return lm[j][k]; });
+      for (int64_t t = 0; t < N; ++t) P[i][t] = kernel(lm[i], [&](int k) { return qs(t, k); });
+    }
+    const float det = A[0][0] * A[1][1] - A[0][1] * A[1][0];
+    const float Ai[2][2] = {{A[1][1] / det, -A[0][1] / det}, {-A[1][0] / det, A[0][0] / det}};
+    for (int64_t t = 0; t < N; ++t)
+      for (int k = 0; k < d; ++k) {
+        float o = 0.f;
+        for (int i = 0; i < 2; ++i)
+          for (int j = 0; j < 2; ++j)
+            for (int64_t u = 0; u < N; ++u) o += P[i][t] * Ai[i][j] * P[j][u] * v.at({0, p, u, k});
+        want.push_back(o);
+      }
+  }
+  check_close(got, want, 1e-4f, 1e-3f);
+}
+
 // ---- gradcheck of a whole model -----------------------------------------------------------
 
 TEST_CASE("gradcheck: tiny CvT (2 stages, 8x8 input) w.r.t. the input and every parameter") {
@@ -350,23 +407,23 @@ TEST_CASE("gradcheck: tiny CvT (2 stages, 8x8 input) w.r.t. the input and every 
   CvT m(cfg);  // grids 4x4 and 2x2 (+ cls), keys 2x2 and 1x1 (+ cls)
   randomise(m, -0.5f, 0.5f, 21);
   randomise_bn_stats(m, 22);
-  m.eval();  // BatchNorm on the running statistics
+  // Train mode: BatchNorm on the batch statistics (the harder backward; dropout and drop
+  // path are 0, so the forward is deterministic). Eval-mode BatchNorm is covered by the
+  // composition test above.
+  m.train();
   Tensor x = uniform_leaf({2, 2, 8, 8}, -1.f, 1.f, 23);
   std::vector<Tensor> inputs{x};
   for (auto& [n, p] : m.named_parameters()) inputs.push_back(p);
   GradcheckOptions o;
   o.eps = 1e-2;
-  // ~4000 forwards of a model whose GEMMs are a few hundred multiply-adds: on one thread
-  // (OpenBLAS threads even these, which costs 10x on a busy machine).
-  const int threads = num_threads();
-  set_num_threads(1);
+  OneThread one;  // ~4000 forwards of a tiny model
   CHECK_GRADCHECK([&](const std::vector<Tensor>& v) { return m.forward(v[0]); }, inputs, o);
-  set_num_threads(threads);
 }
 
 // ---- other input sizes ---------------------------------------------------------------------
 
 TEST_CASE("no position embedding: a model configured for 32x32 runs at 48x48 and 48x40") {
+  OneThread one;
   for (const std::string& v : {std::string("softmax"), std::string("sima"), std::string("soft")}) {
     CAPTURE(v);
     ModelConfig cfg = cvt_small_config({16, 32, 48}, {1, 1, 1}, {1, 2, 3}, 7);
@@ -389,6 +446,7 @@ TEST_CASE("no position embedding: a model configured for 32x32 runs at 48x48 and
 }
 
 TEST_CASE("num_classes 0: no head, heads() returns the features") {
+  OneThread one;
   ModelConfig cfg = cvt_small_config({16, 32, 48}, {1, 1, 1}, {1, 2, 3}, 0);
   CvT m(cfg);
   CHECK(params_by_name(m).count("head.weight") == 0);
