@@ -55,6 +55,10 @@ struct ModelConfig {
   std::vector<int64_t> stage_embed_stride = {4, 2, 2};
   std::vector<int64_t> stage_embed_padding = {2, 1, 1};
   std::vector<float> stage_drop_path = {0.f, 0.f, 0.1f};  // max rate per stage (linear within)
+  // Stride of the depthwise conv projections of k and v (q: 1), the official STRIDE_KV.
+  // Variants whose core needs k, v on q's tokens (xca, relu, soft, linear_elu, cosformer)
+  // run with stride 1 whatever this says (models/cvt_attention.h).
+  std::vector<int64_t> stage_stride_kv = {2, 2, 2};
 };
 
 }  // namespace sima
