@@ -50,28 +50,6 @@ Tensor CvtSoftmaxCore::core(const Tensor& q, const Tensor& k, const Tensor& v, i
                            &exp_calls_);
 }
 
-CvtSoftCore::CvtSoftCore(const AttentionOptions& opt) : SoftAttention(core_only(opt)) {}
-
-// q = k, v (B, h, T + H·W, d), T ∈ {0, 1} -> (B, h, T + H·W, d). As SoftAttention::core, with
-// the landmarks q̃ built from the grid tokens q[:, :, T:] only.
-Tensor CvtSoftCore::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) {
-  check(q.defined() && q.dim() == 4 && H > 0 && W > 0, "CvtSoftCore: q (B, h, N, d) and the token grid needed");
-  const int64_t N = q.size(2), d = q.size(3);
-  if (N == H * W) return SoftAttention::core(q, k, v, H, W);
-  check(N == H * W + 1 && v.defined() && v.shape() == q.shape() && (!k.defined() || k.impl() == q.impl()),
-        "CvtSoftCore: q ", q.shape(), " must hold 1 + H·W tokens (H = ", H, ", W = ", W,
-        "), v the same shape, k = q");
-  check(H >= opt_.sr && W >= opt_.sr, "CvtSoftCore: token grid ", H, "x", W,
-        " is smaller than the bottleneck kernel sr = ", opt_.sr);
-  Tensor qs = mul(q, 1.f / std::sqrt(std::sqrt(static_cast<float>(d))));  // the official q / d^¼
-  if (qk_hook) qk_hook(qs, qs);
-  Tensor qt = landmarks(narrow(qs, 2, 1, H * W), H, W);    // q̃ (B, h, m, d), cls left out
-  Tensor P = gaussian_kernel(qt, qs, 0.5f, &exp_calls_);   // (B, h, m, N)
-  Tensor A = gaussian_kernel(qt, qt, 0.5f, &exp_calls_);   // (B, h, m, m)
-  Tensor A_inv = newton_inverse(A, opt_.nr_iters);         // (B, h, m, m)
-  return matmul(P, matmul(A_inv, matmul(P, v)), /*trans_a=*/true);  // Pᵀ (A† (P v))
-}
-
 // ---- the attention ----------------------------------------------------------------
 
 CvtAttention::CvtAttention(const AttentionOptions& opt, int64_t stride, bool cls)
@@ -93,7 +71,7 @@ CvtAttention::CvtAttention(const AttentionOptions& opt, int64_t stride, bool cls
   if (opt.variant == "softmax")
     core = std::make_shared<CvtSoftmaxCore>(opt);
   else if (soft)
-    core = std::make_shared<CvtSoftCore>(opt);
+    core = std::make_shared<SoftAttention>(core_only(opt));
   else
     core = make_attention(core_only(opt));  // validates the variant name and its options
   register_module("core", core);

@@ -21,7 +21,7 @@
 //   relu        1            the fused cores take k, v of q's shape (the math would allow
 //   linear_elu  1            fewer keys, the implementations do not). relu keeps its own
 //   cosformer   1            d^-½ and N^-α; its gate multiplies the merged heads by gate(x).
-//   soft        1            CvtSoftCore: k = q (SOFT's one shared projection, so there is
+//   soft        1            SoftAttention: k = q (SOFT's one shared projection, so there is
 //                            no conv_proj_k / proj_k), v on q's tokens; the landmarks come
 //                            from the HW grid tokens only, the cls token is a plain token
 //                            of the Gaussian kernels.
@@ -55,13 +55,6 @@ class CvtConvProjection : public Module {
 class CvtSoftmaxCore : public Attention {
  public:
   explicit CvtSoftmaxCore(const AttentionOptions& opt);  // core only (no qkv / proj)
-  Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
-};
-
-// SOFT whose q may carry a leading cls token: q, v (B, h, 1 + H·W, d) or (B, h, H·W, d).
-class CvtSoftCore : public SoftAttention {
- public:
-  explicit CvtSoftCore(const AttentionOptions& opt);  // core only (no qkv / proj)
   Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
 };
 

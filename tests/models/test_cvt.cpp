@@ -26,12 +26,6 @@ std::map<std::string, Tensor> params_by_name(const Module& m) {
   return out;
 }
 
-bool all_finite(const Tensor& t) {
-  for (float f : to_vector(t))
-    if (!std::isfinite(f)) return false;
-  return true;
-}
-
 // Uniform values in [lo, hi) in every parameter, so that defaults (ones, zeros) hide nothing.
 void randomise(Module& m, float lo, float hi, uint64_t seed) {
   Generator g(seed);
@@ -346,7 +340,7 @@ TEST_CASE("CvtAttention (softmax) = composition: cls unconvolved, C^-½ scale, s
   }
 }
 
-TEST_CASE("CvtSoftCore with a cls token = Pᵀ A⁻¹ P v with landmarks from the grid tokens only") {
+TEST_CASE("SOFT core with a cls token = Pᵀ A⁻¹ P v with landmarks from the grid tokens only") {
   // avgpool bottleneck sr 2 on a 2x4 grid: m = 2 landmarks, each the mean of a 2x2 block of
   // the scaled q; A⁻¹ in closed form (Newton–Raphson with 30 iterations has converged).
   const int64_t B = 1, h = 2, d = 4, H = 2, W = 4, N = 1 + H * W;
@@ -356,7 +350,8 @@ TEST_CASE("CvtSoftCore with a cls token = Pᵀ A⁻¹ P v with landmarks from th
   opt.num_heads = h;
   opt.bottleneck = "avgpool";
   opt.nr_iters = 30;
-  CvtSoftCore core(opt);
+  opt.projections = false;
+  SoftAttention core(opt);
   Tensor q = mul(randn_leaf({B, h, N, d}, 31, false), 0.5f), v = randn_leaf({B, h, N, d}, 32, false);
   Tensor got = core.core(q, q, v, H, W);
   REQUIRE(got.shape() == Shape{B, h, N, d});
