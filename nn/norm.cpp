@@ -26,11 +26,13 @@ BatchNorm2d::BatchNorm2d(int64_t c, float e, float m)
   bias = register_parameter("bias", zeros({c}));
   running_mean = register_buffer("running_mean", zeros({c}));
   running_var = register_buffer("running_var", ones({c}));
+  num_batches_tracked = register_buffer("num_batches_tracked", zeros({}));
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
   check(x.dim() == 4 && x.size(1) == num_features, "BatchNorm2d: input ", x.shape(),
         " must be (B, ", num_features, ", H, W)");
+  if (is_training()) num_batches_tracked.data()[0] += 1.f;
   return batch_norm2d(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
 }
 

@@ -23,6 +23,7 @@ class BatchNorm2d : public Module {
   float eps, momentum;
   Tensor weight, bias;                 // parameters: ones / zeros
   Tensor running_mean, running_var;    // buffers: zeros / ones
+  Tensor num_batches_tracked;          // buffer, 0-d: training forwards so far (as PyTorch's)
 };
 
 }  // namespace sima

@@ -161,7 +161,8 @@ TEST_CASE("CvT-13: official state dict names, shapes, drop path rates and init")
   for (auto& [n, b] : m.named_buffers()) buffers.insert(n);
   CHECK(buffers.count("stage1.blocks.1.attn.conv_proj_k.bn.running_mean") == 1);
   CHECK(buffers.count("stage2.blocks.0.attn.conv_proj_v.bn.running_var") == 1);
-  CHECK(buffers.size() == 13 * 3 * 2);
+  CHECK(buffers.count("stage2.blocks.9.attn.conv_proj_q.bn.num_batches_tracked") == 1);
+  CHECK(buffers.size() == 13 * 3 * 3);  // running_mean, running_var, num_batches_tracked
 
   // Drop path linspace(0, 0.1, 10) in stage 2, 0 elsewhere.
   CHECK(m.stages[0]->blocks[0]->drop_path->p == 0.f);

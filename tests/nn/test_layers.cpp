@@ -77,6 +77,7 @@ TEST_CASE("BatchNorm2d: training uses batch stats and updates running stats; eva
                    9 / std::sqrt(0.9f + 1e-5f)},
               1e-4f, 1e-4f);
   CHECK(bn.running_mean.data()[0] == 0.25f);  // eval does not update
+  CHECK(bn.num_batches_tracked.item() == 1.f);  // one training forward
   randomise(bn, 6);
   gradcheck_module(bn, randn_leaf({2, 2, 3, 3}, 7));  // eval
   bn.train();

@@ -56,7 +56,7 @@ TEST_CASE("named_parameters: dotted timm-style names in registration order") {
       "blocks.1.mlp.fc1.weight", "blocks.1.mlp.fc1.bias", "blocks.1.mlp.fc2.weight", "blocks.1.mlp.fc2.bias",
       "bn.weight", "bn.bias", "head.weight", "head.bias"};
   CHECK(names(m.named_parameters()) == expected);
-  CHECK(names(m.named_buffers()) == std::vector<std::string>{"bn.running_mean", "bn.running_var"});
+  CHECK(names(m.named_buffers()) == std::vector<std::string>{"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"});
   // 8 + 2·(16 + 8·16+16 + 16·8+8) + 16 + 8·3+3
   CHECK(m.num_parameters() == 8 + 2 * (16 + 144 + 136) + 16 + 27);
   CHECK(m.parameters().size() == expected.size());
@@ -94,7 +94,7 @@ TEST_CASE("state_dict round trip copies values into the existing tensors") {
   CHECK(max_abs_diff(a.head->weight, alias) == 0.f);
   CHECK(b.bn->running_mean.data()[3] == 7.f);
   for (auto& [n, t] : a.state_dict()) CHECK(max_abs_diff(t, b.state_dict().at(n)) == 0.f);
-  CHECK(a.state_dict().size() == 19);
+  CHECK(a.state_dict().size() == 20);
 }
 
 TEST_CASE("load_state_dict reports every missing, unexpected and mis-shaped name in one error") {
