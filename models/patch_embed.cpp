@@ -29,7 +29,8 @@ PatchEmbed::PatchEmbed(int64_t p, int64_t in_chans, int64_t D) : TokenEmbed("Pat
   check(p > 0, "PatchEmbed: patch_size must be positive, got ", p);
   check(in_chans > 0 && D > 0, "PatchEmbed: in_chans (", in_chans, ") and embed_dim (", D,
         ") must be positive");
-  proj = register_module("proj", std::make_shared<Conv2d>(in_chans, D, static_cast<int>(p), static_cast<int>(p)));
+  const int k = static_cast<int>(p);
+  proj = register_module("proj", std::make_shared<Conv2d>(in_chans, D, k, k));  // kernel = stride = p
 }
 
 Tensor PatchEmbed::forward(const Tensor& images, int64_t& Hp, int64_t& Wp) {
@@ -47,7 +48,8 @@ Tensor PatchEmbed::forward(const Tensor& images, int64_t& Hp, int64_t& Wp) {
 
 ConvPatchEmbed::ConvPatchEmbed(int64_t p, int64_t in_chans, int64_t D, const std::string& act)
     : TokenEmbed("ConvPatchEmbed", p, in_chans, D) {
-  check(p == 16 || p == 8 || p == 4, "ConvPatchEmbed: patch_size ", p, " is not supported (allowed: 16, 8, 4)");
+  check(p == 16 || p == 8 || p == 4, "ConvPatchEmbed: patch_size ", p,
+        " is not supported (allowed: 16, 8, 4)");
   check(in_chans > 0, "ConvPatchEmbed: in_chans must be positive, got ", in_chans);
   check(D > 0 && D % (p / 2) == 0, "ConvPatchEmbed: embed_dim ", D, " must be a positive multiple of ",
         p / 2, " for patch_size ", p, " (channel ladder down to D/", p / 2, ")");

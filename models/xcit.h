@@ -14,7 +14,10 @@
 // Reads from ModelConfig: img_size, in_chans, num_classes, patch_size (16 | 8 | 4), embed_dim,
 // depth, num_heads, mlp_ratio, act, qkv_bias, drop_rate (pos_drop, projections, MLPs),
 // attn_drop_rate, drop_path_rate (constant over the blocks), norm_eps, attention (variant and
-// its options), eta, tokens_norm, cls_attn_layers, cls_attn_variant.
+// its options), eta, tokens_norm, cls_attn_layers, cls_attn_variant. The attention gets dim =
+// embed_dim, num_heads, qkv_bias, attn_drop = attn_drop_rate, proj_drop = drop_rate from the
+// model-level fields (they override the same fields of cfg.attention). cfg.patch_embed is not
+// read: XCiT always uses ConvPatchEmbed. No dropout before the head (as the official XCiT code).
 //
 // Initialisation as timm: every Linear trunc_normal(std .02) with zero bias, cls_token
 // trunc_normal(.02), LayerNorm 1/0, the gammas eta; Conv2d and BatchNorm keep PyTorch's defaults.
