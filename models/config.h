@@ -46,6 +46,9 @@ struct ModelConfig {
   float eta = 1.f;             // LayerScale init of every residual branch
   bool tokens_norm = false;    // class-attention blocks: norm2 on all tokens (true) or cls only
   int64_t cls_attn_layers = 2;
+  // Form of the class-attention layers: softmax | sima, or "" for automatic: sima when
+  // attention.variant is sima (the SimA paper's XCiT), softmax for every other variant.
+  std::string cls_attn_variant;
 
   // CvT: one entry per stage.
   std::vector<int64_t> stage_dims = {64, 192, 384};
