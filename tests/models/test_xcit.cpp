@@ -41,11 +41,6 @@ std::map<std::string, Tensor> by_name(const std::vector<std::pair<std::string, T
   return {named.begin(), named.end()};
 }
 
-bool all_finite(const Tensor& t) {
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (!std::isfinite(t.data()[i])) return false;
-  return true;
-}
 
 // Parameter count of an XCiT, term by term (D width, L depth, h heads, p patch, K classes,
 // MLP hidden 4D, 2 class-attention blocks). `temperature` is 1 for XCA (τ: h per block), 0 else.

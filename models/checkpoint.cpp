@@ -1,0 +1,62 @@
+#include "models/checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "models/registry.h"
+#include "models/safetensors.h"
+
+namespace sima {
+
+namespace {
+constexpr const char* kFormat = "sima.cpp/1";
+}
+
+void save_checkpoint(const std::string& path, const Model& model) {
+  const ModelConfig& cfg = model.config();
+  nlohmann::json norm = {{"mean", cfg.mean}, {"std", cfg.std}, {"img_size", cfg.img_size}};
+  std::map<std::string, std::string> meta = {
+      {"format", kFormat}, {"config", config_to_json(cfg).dump()}, {"normalization", norm.dump()}};
+  NamedTensors tensors;
+  for (auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t);
+  save_safetensors(path, tensors, meta);
+}
+
+void load_weights(Model& model, const std::string& path) {
+  SafetensorsFile f = load_safetensors(path);
+  StateDict sd;
+  for (auto& [name, t] : f.tensors) sd[name] = t;
+  try {
+    model.load_state_dict(sd);
+  } catch (const Error& e) {
+    fail(path, ": ", e.what());
+  }
+}
+
+std::shared_ptr<Model> load_checkpoint(const std::string& path) {
+  SafetensorsFile f = load_safetensors(path);
+  auto it = f.metadata.find("config");
+  check(it != f.metadata.end(), path, ": no model config in the metadata (not a sima.cpp model checkpoint?)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(it->second);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": the model config in the metadata is not valid JSON (", e.what(), ")");
+  }
+  std::shared_ptr<Model> model;
+  try {
+    model = create_model(config_from_json(j, ModelConfig(), "config"));
+  } catch (const Error& e) {
+    fail(path, ": ", e.what());
+  }
+  StateDict sd;
+  for (auto& [name, t] : f.tensors) sd[name] = t;
+  try {
+    model->load_state_dict(sd);
+  } catch (const Error& e) {
+    fail(path, ": ", e.what());
+  }
+  return model;
+}
+
+}  // namespace sima

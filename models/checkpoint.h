@@ -1,0 +1,26 @@
+// model.safetensors: a model's parameters and buffers under timm names, with the model
+// config and the input normalisation as JSON strings in __metadata__, so the model is
+// rebuilt from the file alone (../shared/DESIGN.md, "Files on disk").
+//
+//   __metadata__ = {"format": "sima.cpp/1",
+//                   "config": "{...config_to_json(cfg)...}",
+//                   "normalization": "{\"mean\": [...], \"std\": [...], \"img_size\": 224}"}
+#pragma once
+#include <memory>
+#include <string>
+
+#include "models/model.h"
+
+namespace sima {
+
+// Writes to a temporary file and renames it over `path` (an existing file survives a failure).
+void save_checkpoint(const std::string& path, const Model& model);
+
+// Rebuilds the model from the file's config and loads every tensor (names, shapes checked;
+// every mismatch reported in one error naming the file).
+std::shared_ptr<Model> load_checkpoint(const std::string& path);
+
+// Loads the file's tensors into an existing model (same checks).
+void load_weights(Model& model, const std::string& path);
+
+}  // namespace sima
