@@ -196,7 +196,9 @@ TEST_CASE("XCiT: named_parameters are timm's state-dict names, with their shapes
   for (std::string b : {"patch_embed.proj.0.1.running_mean", "patch_embed.proj.4.1.running_var",
                         "blocks.0.local_mp.bn.running_mean", "blocks.1.local_mp.bn.running_var"})
     CHECK_MESSAGE(buffers.count(b) == 1, b);
-  CHECK(buffers.size() == 2 * 3 + 2 * 2);  // 3 stem BatchNorms + 1 LPI BatchNorm per block
+  CHECK(buffers.count("blocks.1.local_mp.bn.num_batches_tracked") == 1);
+  // 3 stem BatchNorms + 1 LPI BatchNorm per block, each running_mean, running_var, num_batches_tracked
+  CHECK(buffers.size() == 3 * 3 + 2 * 3);
   // The SimA twin: the same names minus the temperatures.
   auto sima = by_name(XCiT(tiny_config("sima")).named_parameters());
   CHECK(sima.size() == params.size() - 2);
