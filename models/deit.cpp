@@ -18,14 +18,8 @@ void init_vit_linears(Module& m) {
 // ---- Block --------------------------------------------------------------------
 Block::Block(const ModelConfig& cfg, float drop_path, float layer_scale_init) : Module("Block") {
   const int64_t D = cfg.embed_dim;
-  AttentionOptions a = cfg.attention;
-  a.dim = D;
-  a.num_heads = cfg.num_heads;
-  a.qkv_bias = cfg.qkv_bias;
-  a.attn_drop = cfg.attn_drop_rate;
-  a.proj_drop = cfg.drop_rate;
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(D, cfg.norm_eps));
-  attn = register_module("attn", make_attention(a));
+  attn = register_module("attn", make_attention(trunk_attention_options(cfg)));
   if (layer_scale_init > 0.f) ls1 = register_module("ls1", std::make_shared<LayerScale>(D, layer_scale_init));
   else ls1 = std::make_shared<Identity>();
   drop_path1 = register_module("drop_path1", std::make_shared<DropPath>(drop_path));

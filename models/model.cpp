@@ -4,6 +4,16 @@
 
 namespace sima {
 
+AttentionOptions trunk_attention_options(const ModelConfig& cfg) {
+  AttentionOptions a = cfg.attention;
+  a.dim = cfg.embed_dim;
+  a.num_heads = cfg.num_heads;
+  a.qkv_bias = cfg.qkv_bias;
+  a.attn_drop = cfg.attn_drop_rate;
+  a.proj_drop = cfg.drop_rate;
+  return a;
+}
+
 std::vector<Tensor> Model::forward_heads(const Tensor& images) { return heads(forward_features(images)); }
 
 Tensor Model::forward(const Tensor& images) {

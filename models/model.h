@@ -7,6 +7,10 @@
 
 namespace sima {
 
+// cfg.attention with the model-level fields filled in (they win over the same options
+// inside cfg.attention): dim = embed_dim, num_heads, qkv_bias, attn_drop, proj_drop.
+AttentionOptions trunk_attention_options(const ModelConfig& cfg);
+
 class Model : public Module {
  public:
   Model(const ModelConfig& cfg, const std::string& type_name) : Module(type_name), cfg_(cfg) {}

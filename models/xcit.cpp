@@ -66,13 +66,7 @@ XCiT::XCiT(const ModelConfig& cfg) : Model(cfg, "XCiT") {
   bo.eta = cfg.eta;
   bo.norm_eps = cfg.norm_eps;
 
-  // The model-level fields win over the same options inside cfg.attention.
-  AttentionOptions ao = cfg.attention;
-  ao.dim = D;
-  ao.num_heads = cfg.num_heads;
-  ao.qkv_bias = cfg.qkv_bias;
-  ao.attn_drop = cfg.attn_drop_rate;
-  ao.proj_drop = cfg.drop_rate;
+  const AttentionOptions ao = trunk_attention_options(cfg);
 
   auto block_list = register_module("blocks", module_list());
   bo.drop_path = cfg.drop_path_rate;  // constant over the blocks (XCiT)
