@@ -1,0 +1,113 @@
+// Whole-file reads, atomic writes and the gzip-or-raw reader (see file_io.h).
+#include "data/file_io.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace sima {
+
+namespace fs = std::filesystem;
+
+int64_t file_size(const std::string& path) {
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);
+  check(!ec && fs::exists(st), path, ": no such file");
+  check(fs::is_regular_file(st), path, ": not a regular file");
+  uintmax_t n = fs::file_size(path, ec);
+  check(!ec, path, ": cannot read the file size (", ec.message(), ")");
+  return static_cast<int64_t>(n);
+}
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  const int64_t n = file_size(path);
+  FILE* f = std::fopen(path.c_str(), "rb");
+  check(f != nullptr, path, ": cannot open (", std::strerror(errno), ")");
+  std::vector<uint8_t> bytes(static_cast<size_t>(n));
+  size_t got = n > 0 ? std::fread(bytes.data(), 1, bytes.size(), f) : 0;
+  bool err = std::ferror(f);
+  std::fclose(f);
+  check(!err, path, ": read error");
+  check(got == bytes.size(), path, ": file changed while reading (expected ", n, " bytes, got ", got, ")");
+  return bytes;
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t size) {
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  check(f != nullptr, path, ": cannot open for writing (", std::strerror(errno), ")");
+  bool ok = size == 0 || std::fwrite(data, 1, size, f) == size;
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    fail(path, ": write failed");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    fail(path, ": cannot rename the temporary file into place (", ec.message(), ")");
+  }
+}
+
+// ---- GzReader ------------------------------------------------------------------
+
+GzReader::GzReader(const std::string& path) : path_(path) {
+  file_size(path);  // clear errors for a missing file or a directory
+  gzFile gz = gzopen(path.c_str(), "rb");
+  check(gz != nullptr, path, ": cannot open (", std::strerror(errno), ")");
+  gzbuffer(gz, 1 << 17);
+  gz_ = gz;
+  compressed_ = gzdirect(gz) == 0;  // gzdirect: 1 when the file is not gzip (read as stored)
+}
+
+GzReader::~GzReader() {
+  if (gz_) gzclose_r(static_cast<gzFile>(gz_));
+}
+
+void GzReader::read_exact(void* dst, size_t n, const char* what) {
+  gzFile gz = static_cast<gzFile>(gz_);
+  auto* p = static_cast<uint8_t*>(dst);
+  size_t done = 0;
+  while (done < n) {
+    // gzread takes an unsigned count that must fit in an int: read in chunks of 1 GiB.
+    unsigned chunk = static_cast<unsigned>(std::min<size_t>(n - done, size_t(1) << 30));
+    int got = gzread(gz, p + done, chunk);
+    if (got < 0) {
+      int errnum = 0;
+      const char* msg = gzerror(gz, &errnum);
+      fail(path_, ": corrupt ", compressed_ ? "gzip data" : "file", " while reading ", what, " (", msg, ")");
+    }
+    if (got == 0) break;
+    done += static_cast<size_t>(got);
+  }
+  offset_ += done;
+  if (done < n) {
+    int errnum = 0;
+    const char* msg = gzerror(gz, &errnum);
+    fail(path_, ": truncated: ", what, " needs ", n, " bytes at offset ", offset_ - done, " but only ", done,
+         " remain", compressed_ ? " after decompression" : "", errnum != Z_OK ? std::string(" (") + msg + ")" : "");
+  }
+}
+
+bool GzReader::at_end() {
+  gzFile gz = static_cast<gzFile>(gz_);
+  uint8_t byte;
+  int got = gzread(gz, &byte, 1);
+  int errnum = Z_OK;
+  const char* msg = gzerror(gz, &errnum);
+  // A gzip stream whose data ended but whose trailer (CRC, length) is missing or wrong
+  // reports the fault only now, when reading past the data.
+  check(got >= 0 && errnum == Z_OK, path_, ": corrupt ", compressed_ ? "gzip data" : "file", " at the end (", msg,
+        ")");
+  return got == 0;
+}
+
+}  // namespace sima

@@ -1,0 +1,214 @@
+// Image decoding through stb_image, PNG encoding through zlib, JPEG / BMP through
+// stb_image_write. This file owns both stb implementations.
+#include "data/image_io.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "data/file_io.h"
+
+// stb_image, restricted to the formats we promise; its failure reason is thread-local
+// (STBI_THREAD_LOCAL), so loader threads may decode concurrently.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wall"
+#pragma GCC diagnostic ignored "-Wextra"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_ONLY_JPEG
+#define STBI_ONLY_PNG
+#define STBI_ONLY_BMP
+#define STBI_NO_STDIO  // we read files ourselves, to name the path and check the size
+#include <stb/stb_image.h>
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#define STBI_WRITE_NO_STDIO
+#include <stb/stb_image_write.h>
+#pragma GCC diagnostic pop
+
+namespace sima {
+
+// ---- decoding ------------------------------------------------------------------------
+
+Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::string& name) {
+  check(channels == 0 || channels == 1 || channels == 3, "read_image: ", name, ": channels must be 0 (as stored), ",
+        "1 (grey) or 3 (RGB), got ", channels);
+  check(size > 0, "read_image: ", name, ": empty file");
+  check(size <= size_t(INT_MAX), "read_image: ", name, ": file too large (", size, " bytes)");
+  const int len = static_cast<int>(size);
+
+  // Header first: reject bad files and huge dimensions before stb allocates the pixels.
+  int w = 0, h = 0, stored = 0;
+  if (!stbi_info_from_memory(bytes, len, &w, &h, &stored))
+    fail("read_image: ", name, ": cannot decode (", stbi_failure_reason(), ")");
+  check(w > 0 && h > 0 && int64_t(w) * h <= kMaxImagePixels, "read_image: ", name, ": image size ", w, "x", h,
+        " exceeds the limit of ", kMaxImagePixels, " pixels");
+
+  const int want = channels == 0 ? stored : channels;
+  const bool sixteen = stbi_is_16_bit_from_memory(bytes, len);
+  int x = 0, y = 0, comp = 0;
+  void* pixels = sixteen ? static_cast<void*>(stbi_load_16_from_memory(bytes, len, &x, &y, &comp, want))
+                         : static_cast<void*>(stbi_load_from_memory(bytes, len, &x, &y, &comp, want));
+  if (!pixels) fail("read_image: ", name, ": cannot decode (", stbi_failure_reason(), ")");
+
+  // stb gives interleaved HWC samples; Image is planar CHW:  out[c][y][x] = in[(y·W + x)·C + c] / max.
+  Image img(want, y, x);
+  const int64_t hw = int64_t(x) * y;
+  if (sixteen) {
+    const auto* in = static_cast<const uint16_t*>(pixels);
+    for (int64_t c = 0; c < want; ++c)
+      for (int64_t i = 0; i < hw; ++i) img.data[c * hw + i] = float(in[i * want + c]) / 65535.f;
+  } else {
+    const auto* in = static_cast<const uint8_t*>(pixels);
+    for (int64_t c = 0; c < want; ++c)
+      for (int64_t i = 0; i < hw; ++i) img.data[c * hw + i] = float(in[i * want + c]) / 255.f;
+  }
+  stbi_image_free(pixels);
+  return img;
+}
+
+Image read_image(const std::string& path, int channels) {
+  check(channels == 0 || channels == 1 || channels == 3, "read_image: ", path, ": channels must be 0 (as stored), ",
+        "1 (grey) or 3 (RGB), got ", channels);
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = read_file(path);
+  } catch (const Error& e) {
+    fail("read_image: ", e.what());
+  }
+  return decode_image(bytes.data(), bytes.size(), channels, path);
+}
+
+// ---- encoding ------------------------------------------------------------------------
+
+namespace {
+
+void check_writable(const char* fn, const std::string& path, const Image& image) {
+  check(image.channels >= 1 && image.channels <= 4, fn, ": ", path, ": need 1-4 channels, got ", image.channels);
+  check(image.height > 0 && image.width > 0, fn, ": ", path, ": empty image (", image.height, "x", image.width, ")");
+  check(image.height <= 65535 && image.width <= 65535, fn, ": ", path, ": image too large to write (",
+        image.height, "x", image.width, ")");
+  check(int64_t(image.data.size()) == image.numel(), fn, ": ", path, ": data holds ", image.data.size(),
+        " values, shape needs ", image.numel());
+}
+
+// Quantise [0, 1] to 0..max, round half up; NaN becomes 0.
+uint32_t quantize(float v, uint32_t max) {
+  if (!(v > 0.f)) return 0;
+  if (v >= 1.f) return max;
+  return static_cast<uint32_t>(v * float(max) + 0.5f);
+}
+
+// CHW floats -> HWC bytes, the layout stb_image_write wants.
+std::vector<uint8_t> to_hwc_u8(const Image& im) {
+  const int64_t hw = im.height * im.width, C = im.channels;
+  std::vector<uint8_t> out(static_cast<size_t>(hw * C));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = 0; i < hw; ++i) out[i * C + c] = static_cast<uint8_t>(quantize(im.data[c * hw + i], 255));
+  return out;
+}
+
+void put_u32be(std::vector<uint8_t>& out, uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<uint8_t>(v >> s));
+}
+
+// A PNG chunk: length (4 bytes, big-endian), type, data, CRC-32 of type + data.
+void put_chunk(std::vector<uint8_t>& out, const char type[4], const std::vector<uint8_t>& data) {
+  put_u32be(out, static_cast<uint32_t>(data.size()));
+  const size_t start = out.size();
+  out.insert(out.end(), type, type + 4);
+  out.insert(out.end(), data.begin(), data.end());
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, out.data() + start, static_cast<uInt>(out.size() - start));
+  put_u32be(out, static_cast<uint32_t>(crc));
+}
+
+// PNG (ISO/IEC 15948) with bit depth 8 or 16: signature, IHDR, one IDAT holding the zlib
+// stream of the scanlines (each prefixed by filter type 0 = None; 16-bit samples
+// big-endian), IEND. Colour types: 0 grey, 4 grey + alpha, 2 RGB, 6 RGBA.
+std::vector<uint8_t> encode_png(const std::string& path, const Image& im, int bits) {
+  const int64_t H = im.height, W = im.width, C = im.channels, hw = H * W;
+  const int bytes_per_sample = bits / 8;
+  const uint32_t max = bits == 16 ? 65535 : 255;
+  const size_t row_bytes = 1 + size_t(W * C * bytes_per_sample);
+  std::vector<uint8_t> raw(row_bytes * size_t(H));
+  for (int64_t y = 0; y < H; ++y) {
+    uint8_t* row = raw.data() + size_t(y) * row_bytes;
+    row[0] = 0;  // filter: None
+    uint8_t* p = row + 1;
+    for (int64_t x = 0; x < W; ++x)
+      for (int64_t c = 0; c < C; ++c) {
+        uint32_t v = quantize(im.data[c * hw + y * W + x], max);
+        if (bits == 16) *p++ = static_cast<uint8_t>(v >> 8);
+        *p++ = static_cast<uint8_t>(v);
+      }
+  }
+  uLongf zlen = compressBound(static_cast<uLong>(raw.size()));
+  std::vector<uint8_t> idat(zlen);
+  int rc = compress2(idat.data(), &zlen, raw.data(), static_cast<uLong>(raw.size()), Z_DEFAULT_COMPRESSION);
+  check(rc == Z_OK, "write_png: ", path, ": zlib compress failed (", zError(rc), ")");
+  idat.resize(zlen);
+
+  static const uint8_t kColourType[5] = {0, 0, 4, 2, 6};  // by channel count
+  std::vector<uint8_t> ihdr;
+  put_u32be(ihdr, static_cast<uint32_t>(W));
+  put_u32be(ihdr, static_cast<uint32_t>(H));
+  ihdr.push_back(static_cast<uint8_t>(bits));
+  ihdr.push_back(kColourType[C]);
+  ihdr.push_back(0);  // compression: deflate
+  ihdr.push_back(0);  // filter method 0
+  ihdr.push_back(0);  // no interlace
+
+  std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  put_chunk(png, "IHDR", ihdr);
+  put_chunk(png, "IDAT", idat);
+  put_chunk(png, "IEND", {});
+  return png;
+}
+
+// stb_image_write's callback: append to a byte vector.
+void append_bytes(void* context, void* data, int size) {
+  auto* out = static_cast<std::vector<uint8_t>*>(context);
+  const auto* p = static_cast<const uint8_t*>(data);
+  out->insert(out->end(), p, p + size);
+}
+
+}  // namespace
+
+void write_png(const std::string& path, const Image& image) {
+  check_writable("write_png", path, image);
+  std::vector<uint8_t> png = encode_png(path, image, 8);
+  write_file_atomic(path, png.data(), png.size());
+}
+
+void write_png16(const std::string& path, const Image& image) {
+  check_writable("write_png16", path, image);
+  std::vector<uint8_t> png = encode_png(path, image, 16);
+  write_file_atomic(path, png.data(), png.size());
+}
+
+void write_jpeg(const std::string& path, const Image& image, int quality) {
+  check_writable("write_jpeg", path, image);
+  check(quality >= 1 && quality <= 100, "write_jpeg: ", path, ": quality must be in 1..100, got ", quality);
+  std::vector<uint8_t> px = to_hwc_u8(image), out;
+  int ok = stbi_write_jpg_to_func(append_bytes, &out, int(image.width), int(image.height), int(image.channels),
+                                  px.data(), quality);
+  check(ok != 0, "write_jpeg: ", path, ": encoding failed");
+  write_file_atomic(path, out.data(), out.size());
+}
+
+void write_bmp(const std::string& path, const Image& image) {
+  check_writable("write_bmp", path, image);
+  std::vector<uint8_t> px = to_hwc_u8(image), out;
+  int ok = stbi_write_bmp_to_func(append_bytes, &out, int(image.width), int(image.height), int(image.channels),
+                                  px.data());
+  check(ok != 0, "write_bmp: ", path, ": encoding failed");
+  write_file_atomic(path, out.data(), out.size());
+}
+
+}  // namespace sima
