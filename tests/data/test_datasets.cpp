@@ -319,3 +319,186 @@ TEST_CASE("CIFAR: malformed files are errors naming the file and record") {
   CHECK(contains(error_message([&] { CifarDataset::cifar10(tmp.str()); }), "data_batch_3.bin: no such file"));
   CHECK(contains(error_message([&] { CifarDataset::cifar10(tmp.str() + "/nope"); }), "/nope is not a directory"));
 }
+
+// ---- ImageFolder ------------------------------------------------------------------------
+
+namespace {
+
+// An image of `c` channels filled with value (v + 10·k) / 255 in channel k.
+Image flat(int64_t c, int64_t h, int64_t w, int v) {
+  Image im(c, h, w);
+  for (int64_t k = 0; k < c; ++k)
+    for (int64_t i = 0; i < h * w; ++i) im.data[k * h * w + i] = float(v + 10 * k) / 255.f;
+  return im;
+}
+
+// root/Zebra/z.png                 grey PNG         -> sample 0, class 0 ('Z' < 'a' in byte order)
+// root/ant/a.jpg                   RGB JPEG         -> sample 1, class 1
+// root/ant/b.PNG                   RGBA PNG         -> sample 2
+// root/ant/sub/c.bmp               RGB BMP          -> sample 3
+// root/bee/bad.png                 not an image     -> sample 4, class 2
+// root/bee/x.jpeg                  grey JPEG        -> sample 5
+// root/bee/zz.png                  truncated PNG    -> sample 6
+// ignored: root/.hidden/h.png, root/bee/.h.png, root/bee/notes.txt, root/readme.png (not in a class)
+void make_folder(const TempDir& tmp) {
+  write_png(tmp.file("root/Zebra/z.png"), flat(1, 4, 5, 30));
+  write_jpeg(tmp.file("root/ant/a.jpg"), flat(3, 8, 8, 100), 100);
+  write_png(tmp.file("root/ant/b.PNG"), flat(4, 2, 3, 50));
+  write_bmp(tmp.file("root/ant/sub/c.bmp"), flat(3, 3, 2, 70));
+  write_bytes(tmp.file("root/bee/bad.png"), {'n', 'o', 't', ' ', 'a', 'n', ' ', 'i', 'm', 'a', 'g', 'e'});
+  write_jpeg(tmp.file("root/bee/x.jpeg"), flat(1, 8, 8, 200), 100);
+  write_png(tmp.file("root/bee/zz.png"), flat(3, 4, 4, 90));
+  std::vector<uint8_t> png = read_file(tmp.file("root/bee/zz.png"));
+  png.resize(png.size() - 20);  // cuts into the IDAT chunk
+  write_bytes(tmp.file("root/bee/zz.png"), png);
+  write_png(tmp.file("root/.hidden/h.png"), flat(1, 2, 2, 0));
+  write_png(tmp.file("root/bee/.h.png"), flat(1, 2, 2, 0));
+  write_bytes(tmp.file("root/bee/notes.txt"), {'h', 'i'});
+  write_png(tmp.file("root/readme.png"), flat(1, 2, 2, 0));
+}
+
+}  // namespace
+
+TEST_CASE("ImageFolder: classes and files in byte order, lazy decoding to RGB") {
+  TempDir tmp;
+  make_folder(tmp);
+  const std::string root = tmp.str() + "/root";
+  ImageFolderDataset d(root);
+  CHECK(d.classes() == std::vector<std::string>{"Zebra", "ant", "bee"});
+  REQUIRE(d.size() == 7);
+  const char* expected[7] = {"Zebra/z.png", "ant/a.jpg", "ant/b.PNG", "ant/sub/c.bmp",
+                             "bee/bad.png", "bee/x.jpeg", "bee/zz.png"};
+  const int64_t labels[7] = {0, 1, 1, 1, 2, 2, 2};
+  for (int i = 0; i < 7; ++i) {
+    CAPTURE(i);
+    CHECK(d.path(i) == root + "/" + expected[i]);
+    CHECK(d.label(i) == labels[i]);
+  }
+  CHECK(d.num_classes() == 3);
+  CHECK(contains(d.describe(), "7 images, 3 classes"));
+
+  Generator g(0);
+  Sample z = d.get(0, g);  // grey 30 -> RGB (30, 30, 30)
+  CHECK(z.label == 0);
+  REQUIRE(z.image.channels == 3);
+  CHECK(z.image.height == 4);
+  CHECK(z.image.width == 5);
+  CHECK(z.image.at(0, 3, 4) == 30 / 255.f);
+  CHECK(z.image.at(2, 0, 0) == 30 / 255.f);
+  Sample b = d.get(2, g);  // RGBA (50, 60, 70, 80) -> RGB (50, 60, 70), alpha dropped
+  REQUIRE(b.image.channels == 3);
+  CHECK(b.image.at(0, 1, 2) == 50 / 255.f);
+  CHECK(b.image.at(1, 1, 2) == 60 / 255.f);
+  CHECK(b.image.at(2, 1, 2) == 70 / 255.f);
+  Sample c = d.get(3, g);  // BMP, lossless
+  CHECK(c.image.at(1, 2, 1) == 80 / 255.f);
+  Sample a = d.get(1, g);  // JPEG quality 100, flat colour: within a couple of levels
+  CHECK(std::fabs(a.image.at(0, 4, 4) - 100 / 255.f) <= 2.5f / 255.f);
+  CHECK(std::fabs(a.image.at(2, 4, 4) - 120 / 255.f) <= 2.5f / 255.f);
+  Sample x = d.get(5, g);  // grey JPEG -> r = g = b
+  CHECK(x.image.at(0, 1, 1) == x.image.at(2, 1, 1));
+  CHECK(std::fabs(x.image.at(0, 1, 1) - 200 / 255.f) <= 2.5f / 255.f);
+
+  // channels = 1: grey.
+  ImageFolderOptions grey;
+  grey.channels = 1;
+  ImageFolderDataset dg(root, grey);
+  CHECK(dg.get(0, g).image.channels == 1);
+  CHECK(dg.get(0, g).image.at(0, 0, 0) == 30 / 255.f);
+}
+
+TEST_CASE("ImageFolder: on_error = stop throws naming the file") {
+  TempDir tmp;
+  make_folder(tmp);
+  ImageFolderDataset d(tmp.str() + "/root");
+  Generator g(0);
+  std::string m = error_message([&] { d.get(4, g); });
+  CHECK(contains(m, "ImageFolder: read_image: " + d.path(4) + ": cannot decode (unknown image type)"));
+  m = error_message([&] { d.get(6, g); });
+  CHECK(contains(m, d.path(6) + ": cannot decode ("));
+  CHECK(contains(error_message([&] { d.get(7, g); }), "index 7 out of range [0, 7)"));
+}
+
+TEST_CASE("ImageFolder: on_error = skip returns the next decodable sample, warns once per file") {
+  TempDir tmp;
+  make_folder(tmp);
+  ImageFolderOptions opt;
+  opt.on_error = OnError::Skip;
+  ImageFolderDataset d(tmp.str() + "/root", opt);
+  Generator g(0);
+  std::string log;
+  Sample s4, s6, again, fine;
+  {
+    StderrCapture cap(tmp.str() + "/stderr.txt");
+    s4 = d.get(4, g);     // bad.png -> x.jpeg (index 5)
+    s6 = d.get(6, g);     // zz.png (last) -> wraps to z.png (index 0)
+    again = d.get(4, g);  // known bad: no second warning
+    fine = d.get(3, g);
+    log = cap.text();
+  }
+  CHECK(s4.label == 2);
+  CHECK(std::fabs(s4.image.at(0, 0, 0) - 200 / 255.f) <= 2.5f / 255.f);
+  CHECK(s6.label == 0);
+  CHECK(s6.image.at(0, 0, 0) == 30 / 255.f);
+  CHECK(again.image.data == s4.image.data);
+  CHECK(fine.label == 1);
+  INFO("stderr: " << log);
+  CHECK(count(log, "warning: ImageFolder: skipping a file") == 2);
+  CHECK(count(log, d.path(4)) == 1);
+  CHECK(count(log, d.path(6)) == 1);
+
+  // Concurrent get() from several threads (a fresh dataset: failures not yet known) gives
+  // the serial results, and each bad file is still reported once.
+  ImageFolderDataset par(tmp.str() + "/root", opt);
+  std::vector<Sample> got(28);
+  {
+    StderrCapture cap(tmp.str() + "/stderr3.txt");
+#pragma omp parallel for num_threads(4) schedule(static, 1)
+    for (int i = 0; i < 28; ++i) {
+      Generator gi(i);
+      got[i] = par.get(i % 7, gi);
+    }
+    log = cap.text();
+  }
+  for (int i = 0; i < 28; ++i) {
+    CAPTURE(i);
+    Sample want = d.get(i % 7, g);
+    CHECK(got[i].label == want.label);
+    CHECK(got[i].image.data == want.image.data);
+  }
+  CHECK(count(log, "warning: ImageFolder: skipping a file") == 2);
+
+  // Every file bad: an error, not an endless loop.
+  write_bytes(tmp.file("bad/a/1.png"), {1, 2, 3});
+  write_bytes(tmp.file("bad/b/2.jpg"), {4, 5, 6});
+  ImageFolderDataset all_bad(tmp.str() + "/bad", opt);
+  StderrCapture quiet(tmp.str() + "/stderr2.txt");
+  CHECK(contains(error_message([&] { all_bad.get(1, g); }), "none of the 2 image files could be decoded"));
+}
+
+TEST_CASE("ImageFolder: errors for bad roots and options") {
+  TempDir tmp;
+  const std::string none = tmp.str() + "/none";
+  CHECK(contains(error_message([&] { ImageFolderDataset d(none); }), "root " + none + " does not exist"));
+  write_bytes(tmp.file("file"), {1});
+  CHECK(contains(error_message([&] { ImageFolderDataset d(tmp.file("file")); }), "is not a directory"));
+  tmp.dir("empty");
+  CHECK(contains(error_message([&] { ImageFolderDataset d(tmp.str() + "/empty"); }),
+                 "has no class sub-directories (expected root/<class>/<image>)"));
+  write_png(tmp.file("r/a/1.png"), flat(1, 2, 2, 0));
+  tmp.dir("r/b");
+  write_bytes(tmp.file("r/c/notes.txt"), {1});
+  CHECK(contains(error_message([&] { ImageFolderDataset d(tmp.str() + "/r"); }),
+                 "no image files (.jpg .jpeg .png .bmp) in class directories b, c"));
+  ImageFolderOptions opt;
+  opt.channels = 4;
+  CHECK(contains(error_message([&] { ImageFolderDataset d(tmp.str() + "/r", opt); }),
+                 "option channels must be 0, 1 or 3, got 4"));
+  std::filesystem::remove(tmp.str() + "/r/b");
+  opt = {};
+  opt.extensions = {".PNG", ".txt"};  // lower-cased; now every class has a file
+  ImageFolderDataset d(tmp.str() + "/r", opt);
+  CHECK(d.size() == 2);
+  opt.extensions = {"png"};
+  CHECK(contains(error_message([&] { ImageFolderDataset d2(tmp.str() + "/r", opt); }), "must look like \".jpg\""));
+}
