@@ -35,12 +35,37 @@ namespace sima {
 
 // ---- decoding ------------------------------------------------------------------------
 
+namespace {
+
+uint32_t le32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+// stb_image decodes a truncated BMP without complaint (missing pixels read as 0), so an
+// uncompressed BMP (BI_RGB or BI_BITFIELDS, info header of 40+ bytes) must hold its pixel
+// array: offset + rows · stride, stride = 4·ceil(bits·width / 32).
+void check_bmp_size(const uint8_t* b, size_t size, const std::string& name) {
+  if (size < 54 || b[0] != 'B' || b[1] != 'M' || le32(b + 14) < 40) return;
+  const uint32_t compression = le32(b + 30);
+  if (compression != 0 && compression != 3) return;  // RLE: stb checks as it decodes
+  const int64_t offset = le32(b + 10), width = int32_t(le32(b + 18)), height = int32_t(le32(b + 22));
+  const int64_t bits = b[28] | (b[29] << 8);
+  if (width <= 0 || width > (int64_t(1) << 24) || height == 0 || height == INT32_MIN) return;  // stb rejects these
+  const int64_t stride = (bits * width + 31) / 32 * 4;
+  const int64_t need = offset + stride * (height < 0 ? -height : height);
+  check(int64_t(size) >= need, "read_image: ", name, ": truncated BMP (pixel data needs ", need,
+        " bytes, the file has ", size, ")");
+}
+
+}  // namespace
+
 Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::string& name) {
   check(channels == 0 || channels == 1 || channels == 3, "read_image: ", name, ": channels must be 0 (as stored), ",
         "1 (grey) or 3 (RGB), got ", channels);
   check(size > 0, "read_image: ", name, ": empty file");
   check(size <= size_t(INT_MAX), "read_image: ", name, ": file too large (", size, " bytes)");
   const int len = static_cast<int>(size);
+  check_bmp_size(bytes, size, name);
 
   // Header first: reject bad files and huge dimensions before stb allocates the pixels.
   int w = 0, h = 0, stored = 0;

@@ -177,6 +177,11 @@ TEST_CASE("IDX: malformed files are errors naming the file") {
   m = idx_error(tmp.file("cut.gz"), lb);
   CHECK(contains(m, tmp.file("cut.gz")));
   CHECK(contains(m, "truncated"));
+  // The deflate data whole but the gzip trailer (CRC-32, length: 8 bytes) missing.
+  z = read_file(tmp.file("full.gz"));
+  z.resize(z.size() - 8);
+  write_bytes(tmp.file("notrailer.gz"), z);
+  CHECK(contains(idx_error(tmp.file("notrailer.gz"), lb), "notrailer.gz: corrupt gzip data at the end"));
   // A corrupt CRC in the gzip trailer is found when checking for the end.
   z = read_file(tmp.file("full.gz"));
   z[z.size() - 6] ^= 0xff;
@@ -252,7 +257,8 @@ TEST_CASE("CIFAR-10: five training batches, test batch, R/G/B planes") {
   for (int i = 1; i <= 5; ++i)
     write_bytes(dir + "/data_batch_" + std::to_string(i) + ".bin", cifar_records({{uint8_t(i)}, {uint8_t(2 * i - 1)}}));
   write_bytes(dir + "/test_batch.bin", cifar_records({{7}, {0}, {9}}));
-  std::ofstream(dir + "/batches.meta.txt") << "airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n\n";
+  std::ofstream(dir + "/batches.meta.txt")
+      << "airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n\n";
 
   CifarDataset train = CifarDataset::cifar10(tmp.str());  // finds the sub-folder
   CHECK(train.size() == 10);

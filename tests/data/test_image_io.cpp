@@ -32,6 +32,8 @@ void check_same_image(const Image& got, const Image& want, float tol) {
   CHECK(worst <= tol);
 }
 
+bool contains_text(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 }  // namespace
 
 TEST_CASE("PNG 8-bit round trip is exact for 1-4 channels") {
@@ -174,6 +176,19 @@ TEST_CASE("decoding errors name the path and the reason") {
   m = error_message([&] { read_image(tmp.file("half.png")); });
   CHECK(m.find("half.png: cannot decode (") != std::string::npos);
 
+  // BMP and JPEG cut short (stb alone would decode a short BMP, filling zeros).
+  write_bmp(tmp.file("whole.bmp"), pattern(3, 8, 8));
+  b = read_file(tmp.file("whole.bmp"));
+  b.pop_back();
+  write_bytes(tmp.file("short.bmp"), b);
+  m = error_message([&] { read_image(tmp.file("short.bmp")); });
+  CHECK(contains_text(m, "short.bmp: truncated BMP (pixel data needs 246 bytes, the file has 245)"));
+  write_jpeg(tmp.file("whole.jpg"), pattern(3, 16, 16));
+  b = read_file(tmp.file("whole.jpg"));
+  b.resize(b.size() * 3 / 4);
+  write_bytes(tmp.file("short.jpg"), b);
+  CHECK(contains_text(error_message([&] { read_image(tmp.file("short.jpg")); }), "short.jpg: cannot decode ("));
+
   // A grey PNG header claiming 20000 × 20000 pixels (stb itself refuses only > 2^30
   // bytes): refused by our pixel limit before any allocation.
   std::vector<uint8_t> huge = {0x89, 'P', 'N', 'G', 13, 10, 26, 10, 0, 0, 0, 13, 'I', 'H', 'D', 'R',
@@ -194,7 +209,8 @@ TEST_CASE("writing errors") {
   CHECK(m.find("cannot open for writing") != std::string::npos);
   CHECK(error_message([&] { write_png(tmp.file("x.png"), pattern(5, 2, 2)); }).find("need 1-4 channels, got 5") !=
         std::string::npos);
-  CHECK(error_message([&] { write_png16(tmp.file("x.png"), Image(1, 0, 4)); }).find("empty image") != std::string::npos);
+  CHECK(error_message([&] { write_png16(tmp.file("x.png"), Image(1, 0, 4)); }).find("empty image") !=
+        std::string::npos);
   CHECK(error_message([&] { write_jpeg(tmp.file("x.jpg"), pattern(3, 2, 2), 0); })
             .find("quality must be in 1..100, got 0") != std::string::npos);
   Image bad(3, 2, 2);
