@@ -54,7 +54,8 @@ struct ToyDataset : Dataset {
     float shift = augment ? rng.uniform() : 0.f;
     for (int64_t c = 0; c < im.channels; ++c)
       for (int64_t y = 0; y < im.height; ++y)
-        for (int64_t x = 0; x < 4; ++x) im.at(c, y, x) = float(index) + 0.01f * c + 0.001f * (4 * y + x) + shift;
+        for (int64_t x = 0; x < 4; ++x)
+          im.at(c, y, x) = float(index) + 0.01f * c + 0.001f * (4 * y + x) + shift;
     return Sample{std::move(im), index % 7};
   }
 };
@@ -267,7 +268,8 @@ TEST_CASE("loader: batches bit-identical for any num_workers and prefetch, with 
   for (int workers : {1, 3, 4}) {
     for (int prefetch : {1, 4, 0}) {
       INFO("num_workers " << workers << ", prefetch " << prefetch);
-      CHECK(run(ds, {.batch_size = 5, .num_workers = workers, .prefetch = prefetch, .seed = 3}, epochs) == ref);
+      LoaderOptions opt{.batch_size = 5, .num_workers = workers, .prefetch = prefetch, .seed = 3};
+      CHECK(run(ds, opt, epochs) == ref);
     }
   }
   // And the seed matters.
@@ -449,7 +451,8 @@ TEST_CASE("multi-view loader: one stacked tensor per view, same for any number o
       float shift = b.views[1].at({0, 0, 0, 0}) - b.views[0].at({0, 0, 0, 0});
       CHECK(shift >= 0.f);
       CHECK(shift < 1.f);
-      CHECK(b.views[1].at({0, 1, 2, 1}) - b.views[0].at({0, 1, 2, 1}) == doctest::Approx(shift).epsilon(1e-5));
+      float shift2 = b.views[1].at({0, 1, 2, 1}) - b.views[0].at({0, 1, 2, 1});
+      CHECK(shift2 == doctest::Approx(shift).epsilon(1e-5));
       std::vector<float> f = flatten(b);
       all.insert(all.end(), f.begin(), f.end());
       ++batches;
