@@ -15,7 +15,7 @@
 // from next() in the calling thread, as a sima::Error naming the dataset index and the
 // cause; the epoch then ends (next() returns false until the next start_epoch).
 // Destroying a loader mid-epoch, or calling start_epoch mid-epoch, waits only for the
-// batches being built at that moment.
+// batches being built at that moment. start_epoch and next are for one consumer thread.
 #pragma once
 #include <cstdint>
 #include <memory>
