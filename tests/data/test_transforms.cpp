@@ -212,6 +212,13 @@ TEST_CASE("random_resized_crop: boxes inside the image, area and ratio within bo
     CHECK((w - 0.5) / (h + 0.5) <= ratio.second);
   }
   CHECK(fallbacks < 300);
+  // an asymmetric ratio range tells width from height: wide boxes only
+  for (int i = 0; i < 500; ++i) {
+    const CropBox b = random_resized_crop_params(100, 100, {0.1, 0.3}, {2.0, 3.0}, g);
+    const double w = double(b.width), h = double(b.height);
+    CHECK((w + 0.5) / (h - 0.5) >= 2.0);
+    CHECK((w - 0.5) / (h + 0.5) <= 3.0);
+  }
   // an impossible scale always falls back: the whole image when its ratio is within bounds
   for (int i = 0; i < 5; ++i) {
     const CropBox b = random_resized_crop_params(H, W, {2.0, 3.0}, ratio, g);
