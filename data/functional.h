@@ -23,6 +23,10 @@ namespace sima::transforms::functional {
 
 // Throws unless img is non-empty with data.size() == C·H·W.
 void check_image(const Image& img, const char* op);
+// The largest side an op produces (a guard against sizes that would exhaust memory).
+constexpr int64_t kMaxImageSide = 1 << 16;
+// Throws unless 0 < height, width <= kMaxImageSide, naming the op.
+void check_output_size(int64_t height, int64_t width, const char* op);
 
 // ---- geometry (functional_geometry.cpp) -------------------------------------
 // Mirror left-right: out[c, y, x] = in[c, y, W − 1 − x].

@@ -180,20 +180,30 @@ Image gaussian_blur(const Image& img, int64_t kernel_size, float sigma) {
         ") must be smaller than the image size (", H, ", ", W, ")");
   // reflect: −i -> i, (n − 1) + i -> (n − 1) − i
   auto reflect = [](int64_t i, int64_t n) { return i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i; };
-  Image tmp(img.channels, H, W), out(img.channels, H, W);
+  Image out(img.channels, H, W);
+  std::vector<float> padded(W + 2 * r), tmp(H * W);
   for (int64_t c = 0; c < img.channels; ++c) {
-    for (int64_t y = 0; y < H; ++y)  // along x
-      for (int64_t x = 0; x < W; ++x) {
-        float s = 0.f;
-        for (int64_t j = 0; j < kernel_size; ++j) s += k[j] * img.at(c, y, reflect(x + j - r, W));
-        tmp.at(c, y, x) = s;
+    const float* in = img.data.data() + c * H * W;
+    for (int64_t y = 0; y < H; ++y) {  // along x: one reflect-padded row, shifted copies weighted
+      for (int64_t i = 0; i < W + 2 * r; ++i) padded[i] = in[y * W + reflect(i - r, W)];
+      float* t = tmp.data() + y * W;
+      std::fill(t, t + W, 0.f);
+      for (int64_t j = 0; j < kernel_size; ++j) {
+        const float kj = k[j];
+        const float* p = padded.data() + j;
+        for (int64_t x = 0; x < W; ++x) t[x] += kj * p[x];
       }
-    for (int64_t y = 0; y < H; ++y)  // along y
-      for (int64_t x = 0; x < W; ++x) {
-        float s = 0.f;
-        for (int64_t j = 0; j < kernel_size; ++j) s += k[j] * tmp.at(c, reflect(y + j - r, H), x);
-        out.at(c, y, x) = s;
+    }
+    float* o = out.data.data() + c * H * W;
+    for (int64_t y = 0; y < H; ++y) {  // along y: whole rows, weighted
+      float* orow = o + y * W;
+      std::fill(orow, orow + W, 0.f);
+      for (int64_t j = 0; j < kernel_size; ++j) {
+        const float* t = tmp.data() + reflect(y + j - r, H) * W;
+        const float kj = k[j];
+        for (int64_t x = 0; x < W; ++x) orow[x] += kj * t[x];
       }
+    }
   }
   return out;
 }

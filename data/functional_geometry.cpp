@@ -42,6 +42,11 @@ void check_image(const Image& img, const char* op) {
         img.height, ", ", img.width, ") holds ", img.data.size(), " values");
 }
 
+void check_output_size(int64_t height, int64_t width, const char* op) {
+  check(height > 0 && width > 0 && height <= kMaxImageSide && width <= kMaxImageSide, op, ": size (", height, ", ",
+        width, ") must be positive and at most ", kMaxImageSide);
+}
+
 Image hflip(Image img) {
   check_image(img, "hflip");
   for (int64_t c = 0; c < img.channels; ++c)
@@ -54,7 +59,7 @@ Image hflip(Image img) {
 
 Image crop(const Image& img, int64_t top, int64_t left, int64_t height, int64_t width) {
   check_image(img, "crop");
-  check(height > 0 && width > 0, "crop: size (", height, ", ", width, ") must be positive");
+  check_output_size(height, width, "crop");
   Image out(img.channels, height, width, 0.f);
   for (int64_t c = 0; c < img.channels; ++c)
     for (int64_t y = 0; y < height; ++y) {
@@ -72,6 +77,7 @@ Image pad(const Image& img, int64_t left, int64_t top, int64_t right, int64_t bo
   check_image(img, "pad");
   check(left >= 0 && top >= 0 && right >= 0 && bottom >= 0, "pad: padding (", left, ", ", top, ", ", right,
         ", ", bottom, ") must be non-negative");
+  check_output_size(img.height + top + bottom, img.width + left + right, "pad");
   Image out(img.channels, img.height + top + bottom, img.width + left + right, fill);
   for (int64_t c = 0; c < img.channels; ++c)
     for (int64_t y = 0; y < img.height; ++y)
@@ -135,23 +141,34 @@ AxisTaps make_taps(int64_t in, int64_t out, Interpolation mode) {
 
 Image resize(const Image& img, int64_t height, int64_t width, Interpolation mode) {
   check_image(img, "resize");
-  check(height > 0 && width > 0, "resize: output size (", height, ", ", width, ") must be positive");
+  check_output_size(height, width, "resize");
   const AxisTaps ty = make_taps(img.height, height, mode);
   const AxisTaps tx = make_taps(img.width, width, mode);
   const int ny = ty.taps, nx = tx.taps;
+  // Two passes with the same arithmetic as the one-pixel formula: first every input row
+  // resampled along x (r[iy][ox] = Σ_t wx·in), then s = Σ_a wy·r[iy_a][ox] in tap order.
   Image out(img.channels, height, width);
-  for (int64_t c = 0; c < img.channels; ++c)
-    for (int64_t oy = 0; oy < height; ++oy)
+  std::vector<float> rows(img.height * width);
+  for (int64_t c = 0; c < img.channels; ++c) {
+    for (int64_t iy = 0; iy < img.height; ++iy) {
+      const float* in = row_ptr(img, c, iy);
+      float* r = rows.data() + iy * width;
       for (int64_t ox = 0; ox < width; ++ox) {
-        float s = 0.f;
-        for (int a = 0; a < ny; ++a) {
-          const float* row = row_ptr(img, c, ty.idx[oy * ny + a]);
-          float r = 0.f;
-          for (int t = 0; t < nx; ++t) r += tx.w[ox * nx + t] * row[tx.idx[ox * nx + t]];
-          s += ty.w[oy * ny + a] * r;
-        }
-        out.at(c, oy, ox) = s;
+        float acc = 0.f;
+        for (int t = 0; t < nx; ++t) acc += tx.w[ox * nx + t] * in[tx.idx[ox * nx + t]];
+        r[ox] = acc;
       }
+    }
+    for (int64_t oy = 0; oy < height; ++oy) {
+      float* o = out.data.data() + (c * height + oy) * width;
+      std::fill(o, o + width, 0.f);
+      for (int a = 0; a < ny; ++a) {
+        const float wa = ty.w[oy * ny + a];
+        const float* r = rows.data() + ty.idx[oy * ny + a] * width;
+        for (int64_t ox = 0; ox < width; ++ox) o[ox] += wa * r[ox];
+      }
+    }
+  }
   if (mode == Interpolation::Bicubic)
     for (float& v : out.data) v = std::clamp(v, 0.f, 1.f);
   return out;
@@ -159,7 +176,7 @@ Image resize(const Image& img, int64_t height, int64_t width, Interpolation mode
 
 Image resize_shorter(const Image& img, int64_t size, Interpolation mode) {
   check_image(img, "resize");
-  check(size > 0, "resize: size ", size, " must be positive");
+  check_output_size(size, size, "resize");
   const int64_t h = img.height, w = img.width;
   const int64_t s = std::min(h, w), l = std::max(h, w);
   const int64_t new_long = static_cast<int64_t>(static_cast<double>(size) * l / s);
@@ -175,7 +192,7 @@ Image resized_crop(const Image& img, int64_t top, int64_t left, int64_t height, 
 
 Image center_crop(const Image& img, int64_t height, int64_t width) {
   check_image(img, "center_crop");
-  check(height > 0 && width > 0, "center_crop: size (", height, ", ", width, ") must be positive");
+  check_output_size(height, width, "center_crop");
   if (height > img.height || width > img.width) {
     const int64_t ph = std::max<int64_t>(0, height - img.height), pw = std::max<int64_t>(0, width - img.width);
     return center_crop(pad(img, pw / 2, ph / 2, (pw + 1) / 2, (ph + 1) / 2, 0.f), height, width);

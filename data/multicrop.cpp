@@ -20,8 +20,8 @@ int64_t scaled_blur_kernel(int64_t crop_size) {
 
 DataAugmentationDINO::DataAugmentationDINO(const MultiCropOptions& o) : options_(o) {
   using namespace transforms;
-  check(o.global_size > 0 && o.local_size > 0, "multicrop: crop sizes (global ", o.global_size, ", local ",
-        o.local_size, ") must be positive");
+  check(o.global_size > 0 && o.local_size > 0 && o.global_size <= 4096 && o.local_size <= 4096,
+        "multicrop: crop sizes (global ", o.global_size, ", local ", o.local_size, ") must be in 1..4096");
   check(o.local_crops >= 0 && o.local_crops <= 256, "multicrop: local_crops ", o.local_crops, " is not in 0..256");
   for (double p : {o.global1_blur_p, o.global2_blur_p, o.local_blur_p, o.solarize_p})
     check(p >= 0.0 && p <= 1.0, "multicrop: probability ", p, " is not in [0, 1]");

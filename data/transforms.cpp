@@ -18,7 +18,7 @@ void check_probability(double p, const char* op) {
   check(p >= 0.0 && p <= 1.0, op, ": probability ", p, " is not in [0, 1]");
 }
 void check_size(int64_t h, int64_t w, const char* op) {
-  check(h > 0 && w > 0, op, ": size (", h, ", ", w, ") must be positive");
+  F::check_output_size(h, w, op);
 }
 void check_range(std::pair<double, double> r, double low, const char* op, const char* what) {
   check(std::isfinite(r.first) && std::isfinite(r.second) && r.first <= r.second && r.first >= low, op, ": ",
@@ -50,7 +50,7 @@ Transform random_apply(Transform t, double p) {
 // ---- geometry ---------------------------------------------------------------
 
 Transform resize(int64_t size, Interpolation mode) {
-  check(size > 0, "resize: size ", size, " must be positive");
+  F::check_output_size(size, size, "resize");
   return [=](Image img, Generator&) { return F::resize_shorter(img, size, mode); };
 }
 
@@ -71,7 +71,8 @@ Transform center_crop(int64_t height, int64_t width) {
 Transform random_crop(int64_t size, int64_t padding, float fill) {
   const int64_t height = size, width = size;
   check_size(height, width, "random_crop");
-  check(padding >= 0, "random_crop: padding ", padding, " must be non-negative");
+  check(padding >= 0 && padding <= F::kMaxImageSide, "random_crop: padding ", padding, " is not in 0..",
+        F::kMaxImageSide);
   return [=](Image img, Generator& gen) {
     if (padding > 0) img = F::pad(img, padding, padding, padding, padding, fill);
     F::check_image(img, "random_crop");
@@ -86,7 +87,7 @@ Transform random_crop(int64_t size, int64_t padding, float fill) {
 
 CropBox random_resized_crop_params(int64_t height, int64_t width, std::pair<double, double> scale,
                                    std::pair<double, double> ratio, Generator& gen) {
-  check_size(height, width, "random_resized_crop");
+  check(height > 0 && width > 0, "random_resized_crop: image size (", height, ", ", width, ") must be positive");
   const double area = static_cast<double>(height) * static_cast<double>(width);
   const double log_r0 = std::log(ratio.first), log_r1 = std::log(ratio.second);
   for (int attempt = 0; attempt < 10; ++attempt) {

@@ -154,7 +154,7 @@ TEST_CASE("errors name the fault") {
   CHECK_THROWS_WITH_AS(stack_multicrop(s, {1}), "stack_multicrop: 1 labels for 2 samples", Error);
   MultiCropOptions o;
   o.local_size = 0;
-  CHECK_THROWS_WITH_AS(DataAugmentationDINO{o}, "multicrop: crop sizes (global 224, local 0) must be positive", Error);
+  CHECK_THROWS_WITH_AS(DataAugmentationDINO{o}, "multicrop: crop sizes (global 224, local 0) must be in 1..4096", Error);
   o = {};
   o.global_blur_kernel = 4;
   CHECK_THROWS_WITH_AS(DataAugmentationDINO{o}, doctest::Contains("global_blur_kernel 4 must be odd"), Error);

@@ -334,7 +334,9 @@ TEST_CASE("random_erasing: one box of bounded area and ratio, timm's pixel noise
 
 TEST_CASE("errors name the transform and the fault") {
   CHECK_THROWS_WITH_AS(horizontal_flip(1.5), "horizontal_flip: probability 1.5 is not in [0, 1]", Error);
-  CHECK_THROWS_WITH_AS(resize(0), "resize: size 0 must be positive", Error);
+  CHECK_THROWS_WITH_AS(resize(0), "resize: size (0, 0) must be positive and at most 65536", Error);
+  CHECK_THROWS_WITH_AS(center_crop(1 << 20, 4), "center_crop: size (1048576, 4) must be positive and at most 65536", Error);
+  CHECK_THROWS_WITH_AS(random_crop(8, -1), "random_crop: padding -1 is not in 0..65536", Error);
   CHECK_THROWS_WITH_AS(color_jitter(-0.1f), doctest::Contains("color_jitter: brightness -0.1 must be non-negative"), Error);
   CHECK_THROWS_WITH_AS(color_jitter(0.f, 0.f, 0.f, 0.6f), "color_jitter: hue 0.6 must be at most 0.5", Error);
   CHECK_THROWS_WITH_AS(gaussian_blur(4), "gaussian_blur: kernel_size 4 must be odd and positive", Error);
