@@ -106,7 +106,8 @@ MixupResult Mixup::operator()(const Tensor& images, const std::vector<int64_t>& 
   if (mix_enabled && gen.uniform_double() < o.prob) {
     if (o.mixup_alpha > 0.0 && o.cutmix_alpha > 0.0) {
       r.cutmix = gen.uniform_double() < o.switch_prob;
-      r.lam = r.cutmix ? sample_beta(o.cutmix_alpha, o.cutmix_alpha, gen) : sample_beta(o.mixup_alpha, o.mixup_alpha, gen);
+      const double alpha = r.cutmix ? o.cutmix_alpha : o.mixup_alpha;
+      r.lam = sample_beta(alpha, alpha, gen);
     } else if (o.mixup_alpha > 0.0) {
       r.lam = sample_beta(o.mixup_alpha, o.mixup_alpha, gen);
     } else {

@@ -93,7 +93,8 @@ Image8 autocontrast(Image8 img) {
     if (hi <= lo) continue;  // one value: left alone
     const double scale = 255.0 / (hi - lo), offset = -lo * scale;
     std::array<uint8_t, 256> lut;
-    for (int i = 0; i < 256; ++i) lut[i] = static_cast<uint8_t>(std::clamp(static_cast<int>(i * scale + offset), 0, 255));
+    for (int i = 0; i < 256; ++i)
+      lut[i] = static_cast<uint8_t>(std::clamp(static_cast<int>(i * scale + offset), 0, 255));
     uint8_t* p = img.data.data() + c * img.plane();
     for (int64_t i = 0; i < img.plane(); ++i) p[i] = lut[p[i]];
   }
@@ -135,7 +136,8 @@ Image8 grayscale(const Image8& img) {
   Image8 out(1, img.height, img.width);
   const int64_t n = img.plane();
   const uint8_t *r = img.data.data(), *g = r + n, *b = g + n;
-  for (int64_t i = 0; i < n; ++i) out.data[i] = static_cast<uint8_t>((r[i] * 19595 + g[i] * 38470 + b[i] * 7471 + 0x8000) >> 16);
+  for (int64_t i = 0; i < n; ++i)
+    out.data[i] = static_cast<uint8_t>((r[i] * 19595 + g[i] * 38470 + b[i] * 7471 + 0x8000) >> 16);
   return out;
 }
 
@@ -154,7 +156,8 @@ namespace {
 // A 1-channel image repeated to `channels` channels (PIL's convert("L").convert("RGB")).
 Image8 repeat_channels(const Image8& grey, int64_t channels) {
   Image8 out(channels, grey.height, grey.width);
-  for (int64_t c = 0; c < channels; ++c) std::copy(grey.data.begin(), grey.data.end(), out.data.begin() + c * grey.plane());
+  for (int64_t c = 0; c < channels; ++c)
+    std::copy(grey.data.begin(), grey.data.end(), out.data.begin() + c * grey.plane());
   return out;
 }
 }  // namespace

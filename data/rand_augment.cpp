@@ -49,7 +49,8 @@ RandAugmentConfig parse_rand_augment(const std::string& config) {
       if (!parse_number(value, c.magnitude)) bad_value("magnitude must be an integer");
       magnitude_given = true;
     } else if (key == "n") {
-      if (!parse_number(value, c.num_layers) || c.num_layers > 64) bad_value("ops per image must be an integer in 0..64");
+      if (!parse_number(value, c.num_layers) || c.num_layers > 64)
+        bad_value("ops per image must be an integer in 0..64");
     } else if (key == "mstd") {
       if (!parse_number(value, c.magnitude_std) || !std::isfinite(c.magnitude_std))
         bad_value("magnitude std must be a non-negative number");

@@ -74,7 +74,8 @@ class RandAugment {
   Image operator()(Image img, Generator& gen) const;
   // The image with op applied at `magnitude` (0..10, no noise, no probability), the sign of the
   // signed ops fixed by `negate`: what one applied op does, for tests and visualisation.
-  pil::Image8 apply(RandAugmentOp op, const pil::Image8& img, double magnitude, bool negate, pil::Resample resample) const;
+  pil::Image8 apply(RandAugmentOp op, const pil::Image8& img, double magnitude, bool negate,
+                    pil::Resample resample) const;
 
   const RandAugmentConfig& config() const { return config_; }
   const std::vector<RandAugmentOp>& ops() const { return ops_; }

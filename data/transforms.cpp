@@ -227,8 +227,10 @@ Transform random_erasing(const RandomErasingOptions& o) {
     if (gen.uniform_double() > o.probability) return img;  // timm: random.random() > p skips
     const int64_t H = img.height, W = img.width, C = img.channels;
     const double area = static_cast<double>(H) * static_cast<double>(W);
-    const int64_t count =
-        o.min_count == o.max_count ? o.min_count : o.min_count + static_cast<int64_t>(gen.randint(o.max_count - o.min_count + 1));
+    // random.randint(min_count, max_count), both ends included
+    const int64_t count = o.min_count == o.max_count
+                              ? o.min_count
+                              : o.min_count + static_cast<int64_t>(gen.randint(o.max_count - o.min_count + 1));
     const double log_r0 = std::log(o.ratio.first), log_r1 = std::log(o.ratio.second);
     for (int64_t n = 0; n < count; ++n) {
       for (int attempt = 0; attempt < 10; ++attempt) {

@@ -145,11 +145,11 @@ TEST_CASE("errors name the fault") {
   std::vector<MultiCropViews> s(2);
   s[0].global_crops = {Image(1, 2, 2), Image(1, 2, 2)};
   s[1].global_crops = {Image(1, 2, 2)};
-  CHECK_THROWS_WITH_AS(stack_multicrop(s), "stack_multicrop: sample 1 has 1 global and 0 local views, sample 0 has 2 and 0",
-                       Error);
-  s[1].global_crops = {Image(1, 2, 2), Image(1, 3, 2)};
   CHECK_THROWS_WITH_AS(stack_multicrop(s),
-                       "stack_multicrop: global view 1 of sample 1 is (1, 3, 2), expected (1, 2, 2) as the first", Error);
+                       "stack_multicrop: sample 1 has 1 global and 0 local views, sample 0 has 2 and 0", Error);
+  s[1].global_crops = {Image(1, 2, 2), Image(1, 3, 2)};
+  CHECK_THROWS_WITH_AS(stack_multicrop(s), doctest::Contains("global view 1 of sample 1 is (1, 3, 2), expected (1, 2, 2)"),
+                       Error);
   s[1].global_crops[1] = Image(1, 2, 2);
   CHECK_THROWS_WITH_AS(stack_multicrop(s, {1}), "stack_multicrop: 1 labels for 2 samples", Error);
   MultiCropOptions o;

@@ -65,7 +65,8 @@ TEST_CASE("parse_rand_augment rejects bad strings, naming the section") {
   CHECK(msg("rand-w0") == "rand_augment: config 'rand-w0': weighted op choice ('w0') is not supported");
   CHECK(msg("rand-inc2") == "rand_augment: config 'rand-inc2': section 'inc2': inc must be 0 or 1");
   CHECK(msg("rand-n-1").find("section 'n' is not <key><number>") != std::string::npos);
-  CHECK(msg("rand-n100000") == "rand_augment: config 'rand-n100000': section 'n100000': ops per image must be an integer in 0..64");
+  CHECK(msg("rand-n100000") ==
+        "rand_augment: config 'rand-n100000': section 'n100000': ops per image must be an integer in 0..64");
   CHECK(msg("rand-mstd0.5x").find("magnitude std must be a non-negative number") != std::string::npos);
   CHECK(msg("rand-m99999999999999999999").find("magnitude must be an integer") != std::string::npos);
 }
@@ -144,8 +145,9 @@ TEST_CASE("affine and rotate: identity, translation with fill, rotation by 90 de
   }
   // counter-clockwise: out[y][x] = in[x][W − 1 − y]
   const Image8 sq = make8(1, 3, 3, {0, 10, 20, 30, 40, 50, 60, 70, 80});
-  CHECK(ints(pil::rotate(sq, 90.0, pil::Resample::Nearest, {0})) == std::vector<int>{20, 50, 80, 10, 40, 70, 0, 30, 60});
-  CHECK(ints(pil::rotate(sq, 90.0, pil::Resample::Bilinear, {0})) == std::vector<int>{20, 50, 80, 10, 40, 70, 0, 30, 60});
+  const std::vector<int> rotated{20, 50, 80, 10, 40, 70, 0, 30, 60};
+  CHECK(ints(pil::rotate(sq, 90.0, pil::Resample::Nearest, {0})) == rotated);
+  CHECK(ints(pil::rotate(sq, 90.0, pil::Resample::Bilinear, {0})) == rotated);
   const Image8 rot = pil::rotate(img, 30.0, pil::Resample::Bicubic, {1, 2, 3});
   CHECK(rot.height == 5);
   CHECK(rot.width == 5);

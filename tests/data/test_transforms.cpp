@@ -267,7 +267,8 @@ TEST_CASE("random_crop with padding: every window of the padded image, nothing e
 
 TEST_CASE("random transforms draw from the generator only: same seed, same image; frequencies") {
   const Image img = random_image(3, 12, 10, 9);
-  Transform t = compose({random_resized_crop(8), horizontal_flip(), random_apply(color_jitter(0.4f, 0.4f, 0.2f, 0.1f), 0.8),
+  Transform t = compose({random_resized_crop(8), horizontal_flip(),
+                         random_apply(color_jitter(0.4f, 0.4f, 0.2f, 0.1f), 0.8),
                          random_grayscale(0.2), gaussian_blur(3), solarize(0.5f, 0.2),
                          normalize(kImageNetMean, kImageNetStd), random_erasing({.probability = 0.5})});
   Generator a(11), b(11), c(12);
@@ -321,7 +322,8 @@ TEST_CASE("random_erasing: one box of bounded area and ratio, timm's pixel noise
     CHECK(r <= 3.34 / 0.6);
   }
   // pixel mode: N(0, 1) noise inside the box
-  const Image noisy = random_erasing({.probability = 1.0, .scale = {0.3, 0.3}, .ratio = {1.0, 1.0}})(Image(1, 20, 20, 100.f), g);
+  const Transform erase = random_erasing({.probability = 1.0, .scale = {0.3, 0.3}, .ratio = {1.0, 1.0}});
+  const Image noisy = erase(Image(1, 20, 20, 100.f), g);
   std::vector<float> inside;
   for (float v : noisy.data)
     if (v != 100.f) inside.push_back(v);
