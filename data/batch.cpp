@@ -1,5 +1,7 @@
 #include "data/batch.h"
 
+#include "core/ops/shape_ops.h"
+
 #include <cstring>
 
 #include "core/error.h"
@@ -74,6 +76,20 @@ void collate_views(std::vector<MultiViewSample>& samples, MultiViewBatch& out, G
     for (size_t i = 0; i < samples.size(); ++i) images[i] = &samples[i].views[v];
     out.views.push_back(stack_images(images, out.indices, "collate_views: view " + std::to_string(v)));
   }
+}
+
+void collate_views_by_resolution(std::vector<MultiViewSample>& samples, MultiViewBatch& out, Generator& rng) {
+  collate_views(samples, out, rng);
+  std::vector<Tensor> groups, run;
+  for (const Tensor& v : out.views) {
+    if (!run.empty() && (v.size(2) != run[0].size(2) || v.size(3) != run[0].size(3))) {
+      groups.push_back(run.size() == 1 ? run[0] : cat(run, 0));
+      run.clear();
+    }
+    run.push_back(v);
+  }
+  groups.push_back(run.size() == 1 ? run[0] : cat(run, 0));
+  out.views = std::move(groups);
 }
 
 }  // namespace sima

@@ -85,6 +85,11 @@ using MultiViewCollate =
 // same number of views and view v the same shape in every sample (errors name the indices).
 void collate_views(std::vector<MultiViewSample>& samples, MultiViewBatch& out, Generator& rng);
 
+// Views grouped by resolution: consecutive views of equal shape become one tensor,
+// view-major (all samples' view v, then view v+1, ...). For DINO's 2 global + M local
+// crops: views = {(2·B, C, g, g), (M·B, C, l, l)}, one forward per group.
+void collate_views_by_resolution(std::vector<MultiViewSample>& samples, MultiViewBatch& out, Generator& rng);
+
 // ---- helper ----------------------------------------------------------------------
 
 // Stacks images[i] (C, H, W) into one (B, C, H, W) tensor. indices[i] is the dataset index

@@ -115,4 +115,14 @@ MultiCropBatch stack_multicrop(const std::vector<MultiCropViews>& samples, const
   return batch;
 }
 
+MultiViewTransform dino_multiview_transform(const MultiCropOptions& options) {
+  auto aug = std::make_shared<DataAugmentationDINO>(options);
+  return [aug](Image img, Generator& gen) {
+    MultiCropViews v = (*aug)(img, gen);
+    std::vector<Image> views = std::move(v.global_crops);
+    for (Image& l : v.local_crops) views.push_back(std::move(l));
+    return views;
+  };
+}
+
 }  // namespace sima

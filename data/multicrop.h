@@ -25,6 +25,7 @@
 
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "data/batch.h"
 #include "data/image.h"
 #include "data/transforms.h"
 
@@ -87,6 +88,11 @@ struct MultiCropBatch {
 
 // Stacks the views of B samples by resolution group, view-major. Every sample must have the
 // same numbers of views, and the views of a group the same shape. `labels` is empty or B long.
+// The DINO augmentation as a multi-view transform for MultiViewLoader: the 2 global crops
+// then the M local crops. With collate_views_by_resolution the loader yields
+// views = {global (2·B, C, g, g), local (M·B, C, l, l)}, the layout stack_multicrop makes.
+MultiViewTransform dino_multiview_transform(const MultiCropOptions& options);
+
 MultiCropBatch stack_multicrop(const std::vector<MultiCropViews>& samples, const std::vector<int64_t>& labels = {});
 
 }  // namespace sima
