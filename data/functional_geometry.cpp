@@ -13,6 +13,8 @@
 #include "core/error.h"
 #include "data/functional.h"
 
+#include "core/ops/interpolate.h"
+
 namespace sima::transforms {
 
 const char* interpolation_name(Interpolation mode) {
@@ -86,64 +88,18 @@ Image pad(const Image& img, int64_t left, int64_t top, int64_t right, int64_t bo
 }
 
 namespace {
-
-// Input indices and weights of every output index along one axis: idx[o·taps + t], w[o·taps + t].
-struct AxisTaps {
-  int taps = 1;
-  std::vector<int64_t> idx;
-  std::vector<float> w;
-};
-
-// Keys' cubic convolution kernel with A = −0.75, for |x| <= 1 and for 1 < |x| < 2.
-float cubic1(float x, float A) { return ((A + 2) * x - (A + 3)) * x * x + 1; }
-float cubic2(float x, float A) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; }
-
-AxisTaps make_taps(int64_t in, int64_t out, Interpolation mode) {
-  AxisTaps a;
-  a.taps = mode == Interpolation::Nearest ? 1 : mode == Interpolation::Bilinear ? 2 : 4;
-  a.idx.resize(out * a.taps);
-  a.w.resize(out * a.taps);
-  const float scale = static_cast<float>(in) / static_cast<float>(out);  // float, as PyTorch
-  for (int64_t o = 0; o < out; ++o) {
-    int64_t* idx = &a.idx[o * a.taps];
-    float* w = &a.w[o * a.taps];
-    if (mode == Interpolation::Nearest) {  // src = min(floor(o · in/out), in − 1)
-      idx[0] = std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * scale)), in - 1);
-      if (out == in) idx[0] = o;
-      else if (out == 2 * in) idx[0] = o >> 1;
-      w[0] = 1.f;
-      continue;
-    }
-    const bool cubic = mode == Interpolation::Bicubic;
-    float src = static_cast<float>(scale * (o + 0.5) - 0.5);
-    if (!cubic && src < 0.f) src = 0.f;  // bilinear clamps the source index at 0, bicubic does not
-    const int64_t i0 = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
-    const float t = std::clamp(src - static_cast<float>(i0), 0.f, 1.f);
-    if (!cubic) {  // taps i0, i0 + 1 with weights (1 − t, t)
-      idx[0] = i0;
-      idx[1] = std::min(i0 + 1, in - 1);
-      w[0] = 1.f - t;
-      w[1] = t;
-    } else {  // taps i0 − 1 .. i0 + 2 (clamped) at distances 1 + t, t, 1 − t, 2 − t
-      const float A = -0.75f;
-      w[0] = cubic2(t + 1.f, A);
-      w[1] = cubic1(t, A);
-      const float t2 = 1.f - t;
-      w[2] = cubic1(t2, A);
-      w[3] = cubic2(t2 + 1.f, A);
-      for (int k = 0; k < 4; ++k) idx[k] = std::clamp<int64_t>(i0 - 1 + k, 0, in - 1);
-    }
-  }
-  return a;
+// The data-side enum onto core's: resize uses exactly interpolate()'s taps (align_corners off).
+InterpMode interp_mode(Interpolation mode) {
+  return mode == Interpolation::Nearest ? InterpMode::Nearest
+         : mode == Interpolation::Bilinear ? InterpMode::Bilinear : InterpMode::Bicubic;
 }
-
 }  // namespace
 
 Image resize(const Image& img, int64_t height, int64_t width, Interpolation mode) {
   check_image(img, "resize");
   check_output_size(height, width, "resize");
-  const AxisTaps ty = make_taps(img.height, height, mode);
-  const AxisTaps tx = make_taps(img.width, width, mode);
+  const InterpTaps ty = interpolation_taps(img.height, height, interp_mode(mode));
+  const InterpTaps tx = interpolation_taps(img.width, width, interp_mode(mode));
   const int ny = ty.taps, nx = tx.taps;
   // Two passes with the same arithmetic as the one-pixel formula: first every input row
   // resampled along x (r[iy][ox] = Σ_t wx·in), then s = Σ_a wy·r[iy_a][ox] in tap order.

@@ -30,14 +30,6 @@ namespace sima {
 
 namespace {
 
-// Input indices and weights of every output index along one axis: taps per output,
-// idx[o·taps + t], w[o·taps + t].
-struct AxisTaps {
-  int taps = 1;
-  std::vector<int64_t> idx;
-  std::vector<float> w;
-};
-
 // PyTorch computes these in float (the opmath type of float32) from a float scale.
 float source_scale(int64_t in, int64_t out, bool align_corners) {
   if (align_corners) return out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.f;
@@ -58,8 +50,10 @@ void floor_and_fraction(float src, int64_t in, int64_t& i0, float& lambda) {
 float cubic1(float x, float A) { return ((A + 2) * x - (A + 3)) * x * x + 1; }
 float cubic2(float x, float A) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; }
 
-AxisTaps make_taps(int64_t in, int64_t out, InterpMode mode, bool align_corners) {
-  AxisTaps a;
+}  // namespace
+
+InterpTaps interpolation_taps(int64_t in, int64_t out, InterpMode mode, bool align_corners) {
+  InterpTaps a;
   a.taps = mode == InterpMode::Nearest ? 1 : mode == InterpMode::Bilinear ? 2 : 4;
   a.idx.resize(out * a.taps);
   a.w.resize(out * a.taps);
@@ -96,8 +90,6 @@ AxisTaps make_taps(int64_t in, int64_t out, InterpMode mode, bool align_corners)
   return a;
 }
 
-}  // namespace
-
 // x (B, C, H, W) -> y (B, C, out_h, out_w)
 Tensor interpolate(const Tensor& x, int64_t out_h, int64_t out_w, InterpMode mode,
                    bool align_corners) {
@@ -108,8 +100,8 @@ Tensor interpolate(const Tensor& x, int64_t out_h, int64_t out_w, InterpMode mod
   const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   check(H > 0 && W > 0 && out_h > 0 && out_w > 0, "interpolate: input ", x.shape(),
         " to size (", out_h, ", ", out_w, "): sizes must be greater than 0");
-  const AxisTaps th = make_taps(H, out_h, mode, align_corners);
-  const AxisTaps tw = make_taps(W, out_w, mode, align_corners);
+  const InterpTaps th = interpolation_taps(H, out_h, mode, align_corners);
+  const InterpTaps tw = interpolation_taps(W, out_w, mode, align_corners);
   const int nh = th.taps, nw = tw.taps;
   Tensor y = empty(Shape{B, C, out_h, out_w});
   const float* px = x.data();
