@@ -187,26 +187,15 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, Featu
 
 // ---- the modules -------------------------------------------------------------------
 
-LinearEluAttention::LinearEluAttention(const AttentionOptions& opt)
-    : Attention(opt, "LinearEluAttention") {
-  check(opt.attn_drop == 0.f, "LinearEluAttention: attn_drop ", opt.attn_drop,
+LinearAttention::LinearAttention(const AttentionOptions& opt, FeatureMap feature_map, const std::string& type_name)
+    : Attention(opt, type_name), phi(feature_map) {
+  check(opt.attn_drop == 0.f, type_name, ": attn_drop ", opt.attn_drop,
         " is not supported (linear attention forms no attention matrix); use 0");
 }
 
-Tensor LinearEluAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t, int64_t) {
+Tensor LinearAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t, int64_t) {
   if (qk_hook) qk_hook(q, k);
-  return linear_attention(q, k, v, FeatureMap::EluPlusOne, kLinearAttentionEps, &exp_calls_);
-}
-
-CosformerAttention::CosformerAttention(const AttentionOptions& opt)
-    : Attention(opt, "CosformerAttention") {
-  check(opt.attn_drop == 0.f, "CosformerAttention: attn_drop ", opt.attn_drop,
-        " is not supported (linear attention forms no attention matrix); use 0");
-}
-
-Tensor CosformerAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t, int64_t) {
-  if (qk_hook) qk_hook(q, k);
-  return linear_attention(q, k, v, FeatureMap::Relu, kLinearAttentionEps, &exp_calls_);
+  return linear_attention(q, k, v, phi, kLinearAttentionEps, &exp_calls_);
 }
 
 }  // namespace sima

@@ -10,6 +10,7 @@
 // cosformer row whose φ(q_i) is all zero at out_i = 0 instead of 0/0.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "nn/attention/attention.h"
 
@@ -26,16 +27,26 @@ constexpr float kLinearAttentionEps = 1e-6f;
 Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, FeatureMap phi,
                         float eps = kLinearAttentionEps, int64_t* exp_calls = nullptr);
 
-class LinearEluAttention : public Attention {
+// The module around linear_attention for one feature map φ.
+class LinearAttention : public Attention {
  public:
-  explicit LinearEluAttention(const AttentionOptions& opt);
+  LinearAttention(const AttentionOptions& opt, FeatureMap phi, const std::string& type_name);
   Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
+  const FeatureMap phi;
 };
 
-class CosformerAttention : public Attention {
+// φ = elu + 1 (Katharopoulos et al.).
+class LinearEluAttention : public LinearAttention {
  public:
-  explicit CosformerAttention(const AttentionOptions& opt);
-  Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
+  explicit LinearEluAttention(const AttentionOptions& opt)
+      : LinearAttention(opt, FeatureMap::EluPlusOne, "LinearEluAttention") {}
+};
+
+// φ = relu (CosFormer without its re-weighting, as SimA's Table 2).
+class CosformerAttention : public LinearAttention {
+ public:
+  explicit CosformerAttention(const AttentionOptions& opt)
+      : LinearAttention(opt, FeatureMap::Relu, "CosformerAttention") {}
 };
 
 }  // namespace sima
