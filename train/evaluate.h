@@ -1,0 +1,57 @@
+// Classification metrics of a model on a dataset: what `sima-eval` prints and what the
+// trainer logs each epoch.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "models/model.h"
+
+namespace sima {
+
+struct EvalResult {
+  int64_t count = 0;
+  double loss = 0.0;       // mean cross-entropy (no smoothing)
+  double top1 = 0.0;       // percent
+  double top5 = 0.0;       // percent (top-k with k = min(5, num_classes))
+  std::vector<double> per_class_accuracy;             // percent, per true class (NaN-free: 0 for empty classes)
+  std::vector<int64_t> per_class_count;
+  std::vector<std::vector<int64_t>> confusion;        // [true][predicted]
+  double images_per_second = 0.0;                     // forward passes only (no data wait)
+  double seconds = 0.0;                               // wall time including data loading
+};
+
+struct EvalOptions {
+  int64_t batch_size = 256;
+  int num_workers = 2;
+  int64_t limit = 0;  // evaluate the first `limit` samples only (0 = all)
+};
+
+// Runs `model` in eval mode under NoGradGuard over `dataset` (already transformed to the
+// model's input); restores the model's train/eval mode afterwards. Labels must be in
+// [0, num_classes); a sample without a label or out of range is a sima::Error naming its index.
+EvalResult evaluate(Model& model, std::shared_ptr<const Dataset> dataset, const EvalOptions& options = {});
+
+// {"count", "loss", "top1", "top5", "per_class_accuracy", "confusion", "images_per_second", ...}
+nlohmann::json to_json(const EvalResult& r, const std::vector<std::string>& class_names = {});
+// A human-readable report: the summary line, the per-class table and the confusion matrix.
+std::string format_report(const EvalResult& r, const std::vector<std::string>& class_names = {});
+
+// ---- single images --------------------------------------------------------------
+
+struct Prediction {
+  std::string path;
+  std::vector<int64_t> classes;       // top-k, most probable first
+  std::vector<double> probabilities;  // softmax probabilities of those classes
+  std::vector<float> logits;          // all raw logits
+};
+
+// Loads each image (PNG/JPEG/BMP...), applies eval_transform for the model's config and
+// returns its top-k classes. Unreadable images are a sima::Error naming the file.
+std::vector<Prediction> predict_images(Model& model, const std::vector<std::string>& paths, int64_t topk = 5,
+                                       double crop_pct = 0.875);
+
+}  // namespace sima

@@ -1,0 +1,133 @@
+// Optimizers with PyTorch's update rules (torch.optim.SGD, torch.optim.AdamW), over
+// parameter groups that each carry their own lr and weight decay.
+//
+//   auto groups = param_groups_no_decay(model.named_parameters(), weight_decay, {"pos_embed", ...});
+//   AdamW opt(groups, {.lr = 5e-4, .weight_decay = 0.05});
+//   loss.backward(); opt.step(); opt.zero_grad();
+//
+// Schedules set the lr (and weight decay) of every group before a step through
+// set_lr / set_weight_decay; a group's `lr_scale` / `wd_scale` multiply what is set,
+// so "no weight decay" is wd_scale = 0 and survives a weight-decay schedule.
+//
+// Update rules (p parameter, g its gradient, t the step count starting at 1):
+//   SGD:   g ← g + wd·p;  b ← g (t = 1) or μ·b + (1 − dampening)·g;  d = nesterov ? g + μ·b : b
+//          (μ = 0: d = g);  p ← p − lr·d
+//   AdamW: p ← p·(1 − lr·wd);  m ← β1·m + (1 − β1)·g;  v ← β2·v + (1 − β2)·g²;
+//          p ← p − lr·(m / (1 − β1^t)) / (√(v / (1 − β2^t)) + eps)
+// written as PyTorch's single-tensor (for-loop) implementations do, in float32.
+// A parameter without a gradient (undefined grad) is skipped, as in PyTorch.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace sima {
+
+struct ParamGroup {
+  std::vector<std::pair<std::string, Tensor>> params;  // named, for state files and errors
+  double lr_scale = 1.0;  // the group's lr = scheduled lr · lr_scale
+  double wd_scale = 1.0;  // the group's weight decay = scheduled wd · wd_scale
+  // Current values (set by set_lr / set_weight_decay from the scheduled value).
+  double lr = 0.0;
+  double weight_decay = 0.0;
+};
+
+// Splits parameters into two groups as timm's param_groups_weight_decay does: group 0 with
+// decay, group 1 without (wd_scale 0) for every parameter with fewer than 2 dimensions
+// (biases, norm weights, XCA temperatures of shape (h, 1, 1) are 3-D: see below) and every
+// parameter whose dotted name contains one of `no_decay_names` as a dot-separated component
+// or ends with it (e.g. "pos_embed", "cls_token", "dist_token", "temperature").
+// Parameters that do not require grad are left out. Empty groups are dropped.
+std::vector<ParamGroup> param_groups_no_decay(const std::vector<std::pair<std::string, Tensor>>& named_params,
+                                              const std::vector<std::string>& no_decay_names);
+// True when `name` is one of the no-decay names by the rule above (a helper for tests/logs).
+bool is_no_decay_name(const std::string& name, const std::vector<std::string>& no_decay_names);
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<ParamGroup> groups);
+  virtual ~Optimizer() = default;
+
+  // One update of every parameter that has a gradient.
+  virtual void step() = 0;
+  void zero_grad();  // drops every gradient (set_to_none)
+
+  // lr / weight decay of every group = value · the group's scale.
+  void set_lr(double lr);
+  void set_weight_decay(double wd);
+
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  int64_t step_count() const { return step_count_; }
+
+  // The optimizer's state for a train-state file: every per-parameter buffer as
+  // "<kind>.<param name>" (e.g. "exp_avg.blocks.0.attn.qkv.weight") plus "step" (a 1-element
+  // tensor holding the step count). load_state checks names and shapes and throws a
+  // sima::Error naming the first missing or mis-shaped entry; nothing changes then.
+  std::vector<std::pair<std::string, Tensor>> state() const;
+  void load_state(const std::vector<std::pair<std::string, Tensor>>& state);
+
+ protected:
+  // The per-parameter buffers, one list per kind ("momentum_buffer", "exp_avg", ...), each
+  // parallel to all_params(); an entry is undefined until the parameter's first update.
+  std::vector<std::pair<std::string, std::vector<Tensor>>> buffers_;
+  std::vector<ParamGroup> groups_;
+  int64_t step_count_ = 0;
+  // Index of a parameter in the flattened list of every group's params.
+  int64_t flat_index(size_t group, size_t i) const;
+
+ private:
+  std::vector<size_t> group_offset_;
+};
+
+struct SGDOptions {
+  double lr = 0.1;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;  // requires momentum > 0 and dampening = 0 (as PyTorch)
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<ParamGroup> groups, const SGDOptions& options);
+  void step() override;
+  const SGDOptions& options() const { return options_; }
+
+ private:
+  SGDOptions options_;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options);
+  void step() override;
+  const AdamWOptions& options() const { return options_; }
+
+ private:
+  AdamWOptions options_;
+};
+
+// ---- gradient clipping (torch.nn.utils) -------------------------------------------
+
+// clip_grad_norm_: total = ‖all gradients‖₂ (as one vector); if total > max_norm every
+// gradient is scaled by max_norm / (total + 1e-6). Returns the total norm before clipping
+// (non-finite if any gradient is; then nothing is scaled).
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// DINO's clip_gradients: each parameter's gradient clipped to norm `clip` on its own
+// (scaled by clip / (norm + 1e-6) when that ratio is < 1). Returns every norm before clipping.
+std::vector<double> clip_grad_per_param(const std::vector<Tensor>& params, double clip);
+// The global ℓ2 norm of the gradients (params without a gradient count as zero).
+double grad_norm(const std::vector<Tensor>& params);
+
+}  // namespace sima
