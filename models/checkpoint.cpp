@@ -12,11 +12,14 @@ namespace {
 constexpr const char* kFormat = "sima.cpp/1";
 }
 
-void save_checkpoint(const std::string& path, const Model& model) {
+void save_checkpoint(const std::string& path, const Model& model,
+                     const std::map<std::string, std::string>& extra_metadata) {
   const ModelConfig& cfg = model.config();
   nlohmann::json norm = {{"mean", cfg.mean}, {"std", cfg.std}, {"img_size", cfg.img_size}};
-  std::map<std::string, std::string> meta = {
-      {"format", kFormat}, {"config", config_to_json(cfg).dump()}, {"normalization", norm.dump()}};
+  std::map<std::string, std::string> meta = extra_metadata;
+  meta["format"] = kFormat;
+  meta["config"] = config_to_json(cfg).dump();
+  if (auto it = meta.find("normalization"); it == meta.end()) meta["normalization"] = norm.dump();
   NamedTensors tensors;
   for (auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t);
   save_safetensors(path, tensors, meta);

@@ -5,7 +5,11 @@
 //   __metadata__ = {"format": "sima.cpp/1",
 //                   "config": "{...config_to_json(cfg)...}",
 //                   "normalization": "{\"mean\": [...], \"std\": [...], \"img_size\": 224}"}
+//
+// The trainer adds "normalization" with "crop_pct" (the eval crop), "data" (the training
+// data spec, e.g. "fashion_mnist") and "classes" (a JSON list of class names).
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 
@@ -14,7 +18,9 @@
 namespace sima {
 
 // Writes to a temporary file and renames it over `path` (an existing file survives a failure).
-void save_checkpoint(const std::string& path, const Model& model);
+// `extra_metadata` adds keys (a "normalization" given there replaces the default one).
+void save_checkpoint(const std::string& path, const Model& model,
+                     const std::map<std::string, std::string>& extra_metadata = {});
 
 // Rebuilds the model from the file's config and loads every tensor (names, shapes checked;
 // every mismatch reported in one error naming the file).
