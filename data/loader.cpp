@@ -65,7 +65,7 @@ void DataLoader::produce(const BatchJob& job, int slot) {
   build_batch<Sample>("DataLoader", job, pipe_.options().seed, get, collate_, ring_[slot]);
 }
 
-void DataLoader::start_epoch(int64_t epoch) { pipe_.start_epoch(epoch); }
+void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) { pipe_.start_epoch(epoch, first_batch); }
 
 bool DataLoader::next(Batch& out) {
   const int slot = pipe_.acquire();
@@ -93,7 +93,9 @@ void MultiViewLoader::produce(const BatchJob& job, int slot) {
                                ring_[slot]);
 }
 
-void MultiViewLoader::start_epoch(int64_t epoch) { pipe_.start_epoch(epoch); }
+void MultiViewLoader::start_epoch(int64_t epoch, int64_t first_batch) {
+  pipe_.start_epoch(epoch, first_batch);
+}
 
 bool MultiViewLoader::next(MultiViewBatch& out) {
   const int slot = pipe_.acquire();

@@ -33,7 +33,8 @@ class DataLoader {
   DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& opt,
              Collate collate = collate_images);
 
-  void start_epoch(int64_t epoch);
+  // Batches before `first_batch` are skipped (resuming mid-epoch).
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // The next batch of the epoch into `out`; false (out untouched) at the end of the epoch.
   bool next(Batch& out);
   int64_t batches_per_epoch() const { return pipe_.batches_per_epoch(); }
@@ -55,7 +56,7 @@ class MultiViewLoader {
   MultiViewLoader(std::shared_ptr<const MultiViewDataset> dataset, const LoaderOptions& opt,
                   MultiViewCollate collate = collate_views);
 
-  void start_epoch(int64_t epoch);
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   bool next(MultiViewBatch& out);
   int64_t batches_per_epoch() const { return pipe_.batches_per_epoch(); }
   int64_t epoch() const { return pipe_.epoch(); }

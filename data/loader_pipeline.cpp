@@ -92,7 +92,9 @@ BatchJob BatchPipeline::make_job(int64_t batch) const {
   return BatchJob{epoch_, batch, std::vector<int64_t>(order_.begin() + begin, order_.begin() + end)};
 }
 
-void BatchPipeline::start_epoch(int64_t epoch) {
+void BatchPipeline::start_epoch(int64_t epoch, int64_t first_batch) {
+  check(first_batch >= 0 && first_batch <= num_batches_, owner_, ": start_epoch: first batch ", first_batch,
+        " is outside the epoch's ", num_batches_, " batches");
   std::vector<int64_t> order = epoch_order(dataset_size_, opt_.seed, epoch, opt_.shuffle);
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -102,7 +104,7 @@ void BatchPipeline::start_epoch(int64_t epoch) {
     done_cv_.wait(lock, [&] { return in_flight_ == 0; });
     order_ = std::move(order);
     epoch_ = epoch;
-    next_job_ = consumed_ = 0;
+    next_job_ = consumed_ = first_batch;
     failed_ = false;
     started_ = true;
     std::fill(ready_.begin(), ready_.end(), 0);

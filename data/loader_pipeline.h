@@ -63,8 +63,10 @@ class BatchPipeline {
   int64_t epoch() const { return epoch_; }
   const LoaderOptions& options() const { return opt_; }
 
-  // Starts (or restarts) an epoch; the rest of the current one is abandoned.
-  void start_epoch(int64_t epoch);
+  // Starts (or restarts) an epoch; the rest of the current one is abandoned. Batches
+  // before `first_batch` are skipped (not built): a resumed run continues mid-epoch with
+  // exactly the batches an uninterrupted run would see.
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // Waits for the next batch and returns its slot, or -1 at the end of the epoch.
   // Rethrows the exception of a failed batch. Pair every slot with release(slot).
   int acquire();

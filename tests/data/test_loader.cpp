@@ -276,6 +276,38 @@ TEST_CASE("loader: batches bit-identical for any num_workers and prefetch, with 
   CHECK_FALSE(run(ds, {.batch_size = 5, .num_workers = 2, .seed = 4}, epochs) == ref);
 }
 
+TEST_CASE("loader: start_epoch(e, first_batch) continues mid-epoch with the same batches (resume)") {
+  auto ds = toy(37);
+  for (int workers : {0, 2}) {
+    INFO("num_workers " << workers);
+    LoaderOptions opt{.batch_size = 5, .num_workers = workers, .prefetch = 3, .seed = 9};
+    DataLoader full(ds, opt);
+    full.start_epoch(2);
+    std::vector<Record> batches;
+    Batch b;
+    while (full.next(b)) {
+      batches.emplace_back();
+      append(batches.back(), b);
+    }
+    REQUIRE(batches.size() == 8);
+    for (int64_t first : {0, 3, 7, 8}) {
+      DataLoader resumed(ds, opt);
+      resumed.start_epoch(2, first);
+      int64_t k = first;
+      while (resumed.next(b)) {
+        Record r;
+        append(r, b);
+        REQUIRE(k < 8);
+        CHECK(r == batches[size_t(k)]);
+        ++k;
+      }
+      CHECK(k == 8);
+    }
+    DataLoader bad(ds, opt);
+    CHECK(contains(error_of([&] { bad.start_epoch(0, 9); }), "first batch 9 is outside the epoch's 8 batches"));
+  }
+}
+
 TEST_CASE("loader: workers run OpenMP single-threaded") {
   auto ds = toy(20);
   run(ds, {.batch_size = 4, .num_workers = 2}, {0});
