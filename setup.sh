@@ -17,6 +17,7 @@ PACKAGES=(
   zlib1g-dev                         # reading .gz datasets
   dataset-fashion-mnist              # /usr/share/datasets/fashion-mnist
   python3-torch                      # PyTorch: parity tests (tests/parity) and the speed peer
+  gnuplot-nox                        # curves.png of a run (train/curves.cpp); optional at run time
 )
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else

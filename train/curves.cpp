@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -173,18 +174,24 @@ std::string render_curves(const std::string& csv_path, const std::string& png_pa
       gp << "EOD\n";
     }
   const int panels = (loss.empty() ? 0 : 1) + (acc.empty() ? 0 : 1);
+  double last_epoch = 0;
+  for (const std::vector<Series>* panel : {&loss, &acc})
+    for (const Series& s : *panel)
+      for (auto [x, y] : s.points) last_epoch = std::max(last_epoch, x);
   gp << "set multiplot layout 1," << panels << "\n"
-     << "set grid\nset xlabel 'epoch'\nset key bottom left\n";
-  auto plot = [&](const std::vector<Series>& series, const char* title, const char* ylabel) {
+     << "set grid\nset xlabel 'epoch'\n";
+  if (last_epoch <= 20) gp << "set xtics 1\n";  // whole epochs while few, gnuplot's choice after
+  // The key where the curves are not: top right for falling losses, bottom right for rising accuracy.
+  auto plot = [&](const std::vector<Series>& series, const char* title, const char* ylabel, const char* key) {
     if (series.empty()) return;
-    gp << "set title '" << title << "'\nset ylabel '" << ylabel << "'\nplot ";
+    gp << "set title '" << title << "'\nset ylabel '" << ylabel << "'\nset key " << key << "\nplot ";
     for (size_t i = 0; i < series.size(); ++i)
       gp << (i ? ", " : "") << "$" << series[i].column << " using 1:2 with linespoints title '" << series[i].title
          << "'";
     gp << "\n";
   };
-  plot(loss, "loss", "loss");
-  plot(acc, "accuracy", "accuracy (%)");
+  plot(loss, "loss", "loss", "top right");
+  plot(acc, "accuracy", "accuracy (%)", "bottom right");
   gp << "unset multiplot\nset output\n";
 
   const std::string script = make_temp_file("gp"), errors = make_temp_file("err");

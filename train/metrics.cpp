@@ -67,7 +67,8 @@ std::vector<nlohmann::json> read_metrics_jsonl(const std::string& path) {
     } else if (i + 1 == last) {
       break;  // a torn last line: the run was killed while writing it
     } else {
-      fail(path, ":", i + 1, ": ", j.is_discarded() ? "malformed JSON" : "not a JSON object", " (a line before the last)");
+      fail(path, ":", i + 1, ": ", j.is_discarded() ? "malformed JSON" : "not a JSON object",
+           " (a line before the last)");
     }
   }
   return records;
