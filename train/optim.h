@@ -1,7 +1,7 @@
 // Optimizers with PyTorch's update rules (torch.optim.SGD, torch.optim.AdamW), over
 // parameter groups that each carry their own lr and weight decay.
 //
-//   auto groups = param_groups_no_decay(model.named_parameters(), weight_decay, {"pos_embed", ...});
+//   auto groups = param_groups_no_decay(model.named_parameters(), {"pos_embed", "cls_token", ...});
 //   AdamW opt(groups, {.lr = 5e-4, .weight_decay = 0.05});
 //   loss.backward(); opt.step(); opt.zero_grad();
 //

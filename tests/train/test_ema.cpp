@@ -128,7 +128,8 @@ TEST_CASE("ema: mismatched models are refused, naming the parameter or buffer") 
   }
   CHECK(error_message([&] { ModelEma(std::make_shared<Tiny>(2, 4), model, 0.9); }) ==
         "ema: parameter 'fc.weight' has shape (4, 2) in the EMA model but (3, 2) in the model");
-  CHECK(error_message([&] { ModelEma(std::make_shared<Tiny>(), model, 1.5); }) == "ModelEma: decay 1.5 is not in [0, 1]");
+  CHECK(error_message([&] { ModelEma(std::make_shared<Tiny>(), model, 1.5); }) ==
+        "ModelEma: decay 1.5 is not in [0, 1]");
   Tiny same;
   CHECK(error_message([&] { ema_update(same, model, -0.1); }) == "ema: decay -0.1 is not in [0, 1]");
 }

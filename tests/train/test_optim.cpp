@@ -112,7 +112,9 @@ TEST_CASE("SGD: plain, momentum, nesterov, dampening, weight decay by hand") {
     check_close(w.second, {0.8811f}, 1e-6f, 0.f);
     check_close(b.second, {0.9f}, 1e-6f, 0.f);
   }
-  CHECK(error_message([] { SGD(one_group({param("w", {1.f})}), {.momentum = 0.9, .dampening = 0.1, .nesterov = true}); }) ==
+  CHECK(error_message([] {
+          SGD(one_group({param("w", {1.f})}), {.momentum = 0.9, .dampening = 0.1, .nesterov = true});
+        }) ==
         "SGD: nesterov momentum requires momentum > 0 and dampening = 0");
   CHECK(error_message([] { SGD(one_group({param("w", {1.f})}), {.lr = -1.0}); }) == "SGD: lr -1 must be >= 0");
 }
@@ -131,7 +133,8 @@ TEST_CASE("SGD: plain, momentum, nesterov, dampening, weight decay by hand") {
 //           w.grad = torch.tensor(G[k]); opt.step()
 //       print(w, opt.state[w]['momentum_buffer'])      # as '%.9g'
 TEST_CASE("SGD matches torch.optim.SGD bit for bit (3 steps, lr changed before the third)") {
-  const std::vector<std::vector<float>> G = {{0.1f, 0.2f, -0.3f, 0.4f}, {0.05f, -0.1f, 0.2f, 0.3f}, {-0.2f, 0.1f, 0.1f, -0.05f}};
+  const std::vector<std::vector<float>> G = {
+      {0.1f, 0.2f, -0.3f, 0.4f}, {0.05f, -0.1f, 0.2f, 0.3f}, {-0.2f, 0.1f, 0.1f, -0.05f}};
   auto run = [&](const SGDOptions& o) {
     auto w = param("w", {0.5f, -1.f, 1.5f, 0.25f}, Shape{2, 2});
     SGD opt(one_group({w}), o);
