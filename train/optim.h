@@ -1,7 +1,7 @@
 // Optimizers with PyTorch's update rules (torch.optim.SGD, torch.optim.AdamW), over
 // parameter groups that each carry their own lr and weight decay.
 //
-//   auto groups = param_groups_no_decay(model.named_parameters(), weight_decay, {"pos_embed", ...});
+//   auto groups = param_groups_no_decay(model.named_parameters(), {"pos_embed", "cls_token", ...});
 //   AdamW opt(groups, {.lr = 5e-4, .weight_decay = 0.05});
 //   loss.backward(); opt.step(); opt.zero_grad();
 //
@@ -14,8 +14,10 @@
 //          (μ = 0: d = g);  p ← p − lr·d
 //   AdamW: p ← p·(1 − lr·wd);  m ← β1·m + (1 − β1)·g;  v ← β2·v + (1 − β2)·g²;
 //          p ← p − lr·(m / (1 − β1^t)) / (√(v / (1 − β2^t)) + eps)
-// written as PyTorch's single-tensor (for-loop) implementations do, in float32.
-// A parameter without a gradient (undefined grad) is skipped, as in PyTorch.
+// written as PyTorch's single-tensor (for-loop) implementations do, in float32, so the
+// results match torch 1.13 on CPU bit for bit. As in PyTorch, t is counted per parameter
+// (AdamW's state "step.<name>"), and a parameter without a gradient (undefined grad) is
+// skipped: neither it nor its state changes.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -64,9 +66,11 @@ class Optimizer {
   int64_t step_count() const { return step_count_; }
 
   // The optimizer's state for a train-state file: every per-parameter buffer as
-  // "<kind>.<param name>" (e.g. "exp_avg.blocks.0.attn.qkv.weight") plus "step" (a 1-element
-  // tensor holding the step count). load_state checks names and shapes and throws a
-  // sima::Error naming the first missing or mis-shaped entry; nothing changes then.
+  // "<kind>.<param name>" (e.g. "exp_avg.blocks.0.attn.qkv.weight"; AdamW also keeps
+  // "step.<param name>", a 1-element count) plus "step" (a 1-element tensor holding
+  // step_count()). The tensors are copies. A parameter never updated has no entries, and
+  // load_state leaves its buffers undefined. load_state checks names and shapes and throws a
+  // sima::Error naming the first unknown, missing or mis-shaped entry; nothing changes then.
   std::vector<std::pair<std::string, Tensor>> state() const;
   void load_state(const std::vector<std::pair<std::string, Tensor>>& state);
 
@@ -120,12 +124,14 @@ class AdamW : public Optimizer {
 
 // ---- gradient clipping (torch.nn.utils) -------------------------------------------
 
-// clip_grad_norm_: total = ‖all gradients‖₂ (as one vector); if total > max_norm every
-// gradient is scaled by max_norm / (total + 1e-6). Returns the total norm before clipping
-// (non-finite if any gradient is; then nothing is scaled).
+// clip_grad_norm_: total = ‖all gradients‖₂ (as one vector); when max_norm / (total + 1e-6)
+// < 1 (i.e. total > max_norm, give or take 1e-6) every gradient is scaled by that ratio.
+// Returns the total norm before clipping (non-finite if any gradient is; then nothing is
+// scaled). Norms are summed in double.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 // DINO's clip_gradients: each parameter's gradient clipped to norm `clip` on its own
-// (scaled by clip / (norm + 1e-6) when that ratio is < 1). Returns every norm before clipping.
+// (scaled by clip / (norm + 1e-6) when that ratio is < 1). Returns every norm before clipping,
+// parallel to `params` (0 for a parameter without a gradient).
 std::vector<double> clip_grad_per_param(const std::vector<Tensor>& params, double clip);
 // The global ℓ2 norm of the gradients (params without a gradient count as zero).
 double grad_norm(const std::vector<Tensor>& params);
