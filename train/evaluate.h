@@ -53,5 +53,23 @@ struct Prediction {
 // returns its top-k classes. Unreadable images are a sima::Error naming the file.
 std::vector<Prediction> predict_images(Model& model, const std::vector<std::string>& paths, int64_t topk = 5,
                                        double crop_pct = 0.875);
+// The same with a given transform (e.g. eval_transform of a config whose normalisation
+// comes from a checkpoint's metadata); topk is clamped to the number of classes.
+std::vector<Prediction> predict_images(Model& model, const std::vector<std::string>& paths, const Transform& transform,
+                                       int64_t topk = 5);
+
+// ---- what a checkpoint says about its evaluation ----------------------------------
+
+// From a model.safetensors' metadata (models/checkpoint.h): the model config with the
+// "normalization" mean/std applied, the eval crop_pct ("normalization"."crop_pct", else
+// default_crop_pct(img_size)), the training data spec ("data", "" if absent) and the class
+// names ("classes", empty if absent). Errors name the file and the metadata key.
+struct CheckpointEvalInfo {
+  ModelConfig config;
+  double crop_pct = 1.0;
+  std::string data;
+  std::vector<std::string> classes;
+};
+CheckpointEvalInfo read_checkpoint_eval_info(const std::string& path);
 
 }  // namespace sima
