@@ -114,12 +114,15 @@ std::string Cli::usage() const {
   std::string out = head;
   size_t column = head.size();
   for (const Spec& s : specs_) {
-    const std::string item = s.required ? synopsis(s) : "[" + synopsis(s) + "]";
+    std::string item = synopsis(s);
+    if (!s.required) item.insert(0, 1, '[').push_back(']');
     if (column + 1 + item.size() > 100) {
-      out += "\n" + std::string(head.size(), ' ');
+      out.push_back('\n');
+      out.append(head.size(), ' ');
       column = head.size();
     }
-    out += " " + item;
+    out.push_back(' ');
+    out += item;
     column += 1 + item.size();
   }
   out += "\n\n" + description_ + "\n\nflags:\n";

@@ -18,7 +18,7 @@
 #include "data/image_io.h"
 #include "models/checkpoint.h"
 #include "models/registry.h"
-#include "temp_dir.h"
+#include "data/temp_dir.h"
 #include "testing.h"
 #include "train/cli.h"
 #include "train/evaluate.h"
