@@ -40,7 +40,9 @@ int classify_images(Model& model, const CheckpointEvalInfo& info, const std::vec
     for (const Prediction& p : preds) {
       nlohmann::json top = nlohmann::json::array();
       for (size_t j = 0; j < p.classes.size(); ++j)
-        top.push_back({{"class", p.classes[j]}, {"name", names[size_t(p.classes[j])]}, {"probability", p.probabilities[j]}});
+        top.push_back({{"class", p.classes[j]},
+                       {"name", names[size_t(p.classes[j])]},
+                       {"probability", p.probabilities[j]}});
       images.push_back({{"path", p.path}, {"top", top}, {"logits", p.logits}});
     }
     std::cout << nlohmann::json{{"checkpoint", cli.get("checkpoint")}, {"classes", names}, {"images", images}}.dump()

@@ -78,7 +78,8 @@ bool Cli::parse(int argc, const char* const* argv) {
         if (eq != std::string::npos) {
           vals.push_back(arg.substr(eq + 1));
         } else {
-          if (i + 1 >= argc || starts_with_dashes(argv[i + 1])) return error("--" + name + " needs a value " + spec->metavar);
+          if (i + 1 >= argc || starts_with_dashes(argv[i + 1]))
+            return error("--" + name + " needs a value " + spec->metavar);
           vals.push_back(argv[++i]);
         }
         break;

@@ -18,7 +18,8 @@ constexpr const char* kFashionMnistRoot = "/usr/share/datasets/fashion-mnist";
 // The allowed forms, for errors: "fashion_mnist[:ROOT], mnist:ROOT, ...".
 std::string allowed_forms() {
   std::string s;
-  for (const std::string& k : data_spec_kinds()) s += (s.empty() ? "" : ", ") + k + (k == "fashion_mnist" ? "[:ROOT]" : ":ROOT");
+  for (const std::string& k : data_spec_kinds())
+    s += (s.empty() ? "" : ", ") + k + (k == "fashion_mnist" ? "[:ROOT]" : ":ROOT");
   return s;
 }
 
@@ -49,7 +50,8 @@ std::string to_string(const DataSpec& spec) { return spec.root.empty() ? spec.ki
 
 std::shared_ptr<const Dataset> open_dataset(const DataSpec& spec, bool train) {
   if (spec.kind == "fashion_mnist")
-    return std::make_shared<IdxDataset>(IdxDataset::fashion_mnist(train, spec.root.empty() ? kFashionMnistRoot : spec.root));
+    return std::make_shared<IdxDataset>(
+        IdxDataset::fashion_mnist(train, spec.root.empty() ? kFashionMnistRoot : spec.root));
   check(!spec.root.empty(), "data spec '", to_string(spec), "': ", spec.kind, " needs a ROOT");
   if (spec.kind == "mnist") return std::make_shared<IdxDataset>(IdxDataset::mnist(train, spec.root));
   if (spec.kind == "cifar10") return std::make_shared<CifarDataset>(CifarDataset::cifar10(spec.root, train));

@@ -135,7 +135,8 @@ EvalResult evaluate(Model& model, std::shared_ptr<const Dataset> dataset, const 
   r.per_class_accuracy.assign(size_t(C), 0.0);
   for (size_t c = 0; c < size_t(C); ++c)
     if (r.per_class_count[c] > 0)
-      r.per_class_accuracy[c] = 100.0 * static_cast<double>(r.confusion[c][c]) / static_cast<double>(r.per_class_count[c]);
+      r.per_class_accuracy[c] =
+          100.0 * static_cast<double>(r.confusion[c][c]) / static_cast<double>(r.per_class_count[c]);
   r.images_per_second = forward_seconds > 0.0 ? static_cast<double>(r.count) / forward_seconds : 0.0;
   return r;
 }

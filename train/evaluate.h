@@ -35,9 +35,12 @@ struct EvalOptions {
 // [0, num_classes); a sample without a label or out of range is a sima::Error naming its index.
 EvalResult evaluate(Model& model, std::shared_ptr<const Dataset> dataset, const EvalOptions& options = {});
 
-// {"count", "loss", "top1", "top5", "per_class_accuracy", "confusion", "images_per_second", ...}
+// {"count", "loss", "top1", "top5", "per_class_accuracy", "per_class_count", "confusion",
+//  "images_per_second", "seconds"} and, when names are given, "classes".
 nlohmann::json to_json(const EvalResult& r, const std::vector<std::string>& class_names = {});
-// A human-readable report: the summary line, the per-class table and the confusion matrix.
+// A human-readable report: the summary line
+//   "top-1 91.23%  top-5 99.80%  loss 0.2412  10000 images  5231 img/s",
+// the per-class table (images, accuracy) and the confusion matrix, columns aligned.
 std::string format_report(const EvalResult& r, const std::vector<std::string>& class_names = {});
 
 // ---- single images --------------------------------------------------------------

@@ -112,7 +112,8 @@ TEST_CASE("cli: --name VALUE and --name=VALUE, defaults, switches, has/get/is_se
 
 TEST_CASE("cli: a repeated flag collects every value, also several after one flag") {
   Cli cli = make_cli();
-  Parsed p = parse(cli, {"--image", "a.png", "b.png", "--checkpoint", "c", "--image=c.png", "d.png", "--image", "e.png"});
+  Parsed p =
+      parse(cli, {"--image", "a.png", "b.png", "--checkpoint", "c", "--image=c.png", "d.png", "--image", "e.png"});
   REQUIRE(p.ok);
   CHECK(cli.get_all("image") == std::vector<std::string>{"a.png", "b.png", "c.png", "d.png", "e.png"});
   CHECK(cli.get("checkpoint") == "c");
@@ -301,7 +302,8 @@ TEST_CASE("sima-eval --image: top-k with class names, JSON with the raw logits")
   CHECK(im["path"] == png);
   REQUIRE(im["top"].size() == 3);
   REQUIRE(im["logits"].size() == 10);
-  for (size_t c = 0; c < 10; ++c) CHECK(im["logits"][c].get<float>() == doctest::Approx(direct[0].logits[c]).epsilon(1e-5));
+  for (size_t c = 0; c < 10; ++c)
+    CHECK(im["logits"][c].get<float>() == doctest::Approx(direct[0].logits[c]).epsilon(1e-5));
   const std::vector<std::string> fashion = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                                             "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
   for (size_t k = 0; k < 3; ++k) {

@@ -116,7 +116,8 @@ TEST_CASE("open_dataset: MNIST IDX files under a root; missing files are named")
 
 TEST_CASE("open_dataset: CIFAR-10 binary files; class names from batches.meta.txt, else numbers") {
   TempDir tmp;
-  for (int i = 1; i <= 5; ++i) write_bytes(tmp.file("data_batch_" + std::to_string(i) + ".bin"), cifar_records({uint8_t(i)}));
+  for (int i = 1; i <= 5; ++i)
+    write_bytes(tmp.file("data_batch_" + std::to_string(i) + ".bin"), cifar_records({uint8_t(i)}));
   write_bytes(tmp.file("test_batch.bin"), cifar_records({4, 8}));
   const DataSpec spec = parse_data_spec("cifar10:" + tmp.str());
   CHECK(open_dataset(spec, true)->size() == 5);
@@ -127,7 +128,8 @@ TEST_CASE("open_dataset: CIFAR-10 binary files; class names from batches.meta.tx
   CHECK(test->get(1, g).image.channels == 3);
   // No meta file: numbers.
   CHECK(class_names(spec, 10) == std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"});
-  std::ofstream(tmp.file("batches.meta.txt")) << "airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n";
+  std::ofstream(tmp.file("batches.meta.txt"))
+      << "airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n";
   const std::vector<std::string> names = class_names(spec, 10);
   REQUIRE(names.size() == 10);
   CHECK(names[0] == "airplane");

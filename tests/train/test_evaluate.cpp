@@ -35,7 +35,8 @@ std::shared_ptr<Model> tiny_model(uint64_t seed) {
 // Fixed images (already the model's input: 1 × 28 × 28) with labels set by the test.
 class ListDataset : public Dataset {
  public:
-  ListDataset(std::vector<Image> images, std::vector<int64_t> labels) : images_(std::move(images)), labels_(std::move(labels)) {}
+  ListDataset(std::vector<Image> images, std::vector<int64_t> labels)
+      : images_(std::move(images)), labels_(std::move(labels)) {}
   int64_t size() const override { return int64_t(images_.size()); }
   Sample get(int64_t i, Generator&) const override { return {images_[size_t(i)], labels_[size_t(i)]}; }
   int64_t num_classes() const override { return 10; }
@@ -297,7 +298,8 @@ TEST_CASE("read_checkpoint_eval_info: config, normalisation, crop_pct, data, cla
 
   const std::string bad = dir.file("bad.safetensors");
   save_checkpoint(bad, *model, {{"classes", "[1, 2"}});
-  CHECK(contains(error_message([&] { read_checkpoint_eval_info(bad); }), bad + ": metadata \"classes\" is not valid JSON"));
+  CHECK(contains(error_message([&] { read_checkpoint_eval_info(bad); }),
+                 bad + ": metadata \"classes\" is not valid JSON"));
   save_checkpoint(bad, *model, {{"normalization", R"({"crop_pct": 2})"}});
   CHECK(error_message([&] { read_checkpoint_eval_info(bad); }) ==
         bad + ": metadata normalization.crop_pct 2 is not in (0, 1]");
