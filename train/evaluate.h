@@ -35,9 +35,12 @@ struct EvalOptions {
 // [0, num_classes); a sample without a label or out of range is a sima::Error naming its index.
 EvalResult evaluate(Model& model, std::shared_ptr<const Dataset> dataset, const EvalOptions& options = {});
 
-// {"count", "loss", "top1", "top5", "per_class_accuracy", "confusion", "images_per_second", ...}
+// {"count", "loss", "top1", "top5", "per_class_accuracy", "per_class_count", "confusion",
+//  "images_per_second", "seconds"} and, when names are given, "classes".
 nlohmann::json to_json(const EvalResult& r, const std::vector<std::string>& class_names = {});
-// A human-readable report: the summary line, the per-class table and the confusion matrix.
+// A human-readable report: the summary line
+//   "top-1 91.23%  top-5 99.80%  loss 0.2412  10000 images  5231 img/s",
+// the per-class table (images, accuracy) and the confusion matrix, columns aligned.
 std::string format_report(const EvalResult& r, const std::vector<std::string>& class_names = {});
 
 // ---- single images --------------------------------------------------------------
@@ -53,5 +56,23 @@ struct Prediction {
 // returns its top-k classes. Unreadable images are a sima::Error naming the file.
 std::vector<Prediction> predict_images(Model& model, const std::vector<std::string>& paths, int64_t topk = 5,
                                        double crop_pct = 0.875);
+// The same with a given transform (e.g. eval_transform of a config whose normalisation
+// comes from a checkpoint's metadata); topk is clamped to the number of classes.
+std::vector<Prediction> predict_images(Model& model, const std::vector<std::string>& paths, const Transform& transform,
+                                       int64_t topk = 5);
+
+// ---- what a checkpoint says about its evaluation ----------------------------------
+
+// From a model.safetensors' metadata (models/checkpoint.h): the model config with the
+// "normalization" mean/std applied, the eval crop_pct ("normalization"."crop_pct", else
+// default_crop_pct(img_size)), the training data spec ("data", "" if absent) and the class
+// names ("classes", empty if absent). Errors name the file and the metadata key.
+struct CheckpointEvalInfo {
+  ModelConfig config;
+  double crop_pct = 1.0;
+  std::string data;
+  std::vector<std::string> classes;
+};
+CheckpointEvalInfo read_checkpoint_eval_info(const std::string& path);
 
 }  // namespace sima
