@@ -174,7 +174,8 @@ double now_s() {
 
 // Training steps fed by the loader: the time spent in next() is time the step waited.
 void train_steps(const Args& a, const std::shared_ptr<const Dataset>& ds) {
-  auto model = create_model(a.train);
+  // A registry name, or a JSON model config ('{"name": ..., "depth": 4}').
+  auto model = a.train[0] == '{' ? create_model(nlohmann::json::parse(a.train)) : create_model(a.train);
   std::vector<Tensor> params = model->parameters();
   for (int w : a.workers) {
     DataLoader loader(ds, {.batch_size = a.batch, .drop_last = true, .num_workers = w, .seed = 0});

@@ -1,0 +1,73 @@
+// sima-train: trains a model from a JSON experiment config (train/config.h).
+//
+//   build/bin/sima-train --config configs/quickstart.json [--set key.path=value ...]
+//                        [--out runs/NAME] [--resume] [--check] [--quiet]
+//
+// The whole config is validated before any work. The run folder gets the resolved config,
+// metrics.jsonl/.csv, curves.png and the checkpoints (train/trainer.h). Ctrl-C (SIGINT) or
+// SIGTERM finishes the current step, saves the train state and exits 130 with the command
+// that resumes.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "core/error.h"
+#include "train/cli.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+extern "C" void on_signal(int) { g_stop.store(true); }
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sima;
+  Cli cli("sima-train", "Trains a model from a JSON experiment config.");
+  cli.flag("config", "FILE", "experiment config (JSON); with --resume, defaults to <out>/config.json");
+  cli.repeated("set", "KEY=VALUE", "override a config key, e.g. --set train.epochs=3 --set model.depth=6");
+  cli.flag("out", "DIR", "run folder (default: runs/<config name>)");
+  cli.option("resume", "continue the run in --out from its train_state.safetensors");
+  cli.option("check", "validate the config, print it resolved, and exit");
+  cli.option("quiet", "no progress output");
+  if (!cli.parse(argc, argv)) return cli.exit_code();
+  try {
+    std::string config_path = cli.get("config");
+    if (config_path.empty()) {
+      check(cli.is_set("resume") && !cli.get("out").empty(),
+            "sima-train: --config is required (or --resume with --out of an existing run)");
+      config_path = cli.get("out") + "/config.json";
+    }
+    nlohmann::json doc = read_json_file(config_path);
+    for (const std::string& s : cli.get_all("set")) apply_override(doc, s);
+    ExperimentConfig cfg = experiment_from_json(doc, config_path);
+    if (cli.is_set("check")) {
+      std::cout << experiment_to_json(cfg).dump(2) << "\n";
+      return 0;
+    }
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    TrainerOptions opt{.run_dir = cli.get("out"), .resume = cli.is_set("resume"), .quiet = cli.is_set("quiet"),
+                       .stop_flag = &g_stop};
+    Trainer trainer(cfg, opt);
+    TrainResult r = trainer.fit();
+    if (g_stop.load() && r.interrupted) {
+      std::fprintf(stderr, "sima-train: interrupted at step %lld; the train state is saved. Resume with:\n"
+                   "  %s --out %s --resume\n", (long long)r.steps, argv[0], r.run_dir.c_str());
+      return 130;
+    }
+    if (r.last_eval.count > 0)
+      std::printf("done: %lld steps in %.1f s; test top-1 %.2f%% (best %.2f%%), top-5 %.2f%%, loss %.4f; run folder %s\n",
+                  (long long)r.steps, r.seconds, r.last_eval.top1, r.best_top1, r.last_eval.top5, r.last_eval.loss,
+                  r.run_dir.c_str());
+    else
+      std::printf("stopped after %lld steps in %.1f s (train.max_steps); resume with --resume; run folder %s\n",
+                  (long long)r.steps, r.seconds, r.run_dir.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sima-train: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,123 @@
+// ExperimentConfig: everything one training run needs, read from a JSON file.
+//
+//   {
+//     "name": "quickstart",
+//     "model":    {"name": "deit_tiny_patch4_28_sima", "depth": 6},      (models/registry.h)
+//     "data":     {"dataset": "fashion_mnist", "batch_size": 128},
+//     "augment":  {"crop": "random_crop", "padding": 2, "hflip": 0.5},
+//     "mixup":    {"mixup_alpha": 0.0},
+//     "optimizer":{"type": "adamw", "base_lr": 5e-4, "weight_decay": 0.05},
+//     "schedule": {"type": "cosine", "warmup_epochs": 1, "min_lr": 1e-5},
+//     "train":    {"epochs": 10, "seed": 0, "label_smoothing": 0.1}
+//   }
+//
+// Every key is optional (the defaults are the DeiT recipe where it has one) and every key is
+// checked: an unknown key, a wrong type, a value out of range or an inconsistent combination
+// is a sima::Error naming the key path ("optimizer.lr: must be positive, got -1") before any
+// work starts. The schema (config_fields) lists each key with its default and meaning; the
+// documentation table is generated from it (config_reference_markdown).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+#include "train/transforms.h"
+
+namespace sima {
+
+struct DataConfig {
+  std::string dataset = "fashion_mnist";  // a data spec (train/data_spec.h)
+  int64_t train_subset = 0;  // train on a seeded random subset of this many images (0 = all)
+  int64_t test_subset = 0;   // evaluate on a seeded random subset (0 = all)
+  int64_t batch_size = 128;
+  int64_t eval_batch_size = 256;
+  int64_t num_workers = 2;
+};
+
+struct MixupConfig {
+  double mixup_alpha = 0.0;   // DeiT recipe: 0.8
+  double cutmix_alpha = 0.0;  // DeiT recipe: 1.0
+  double prob = 1.0;
+  double switch_prob = 0.5;
+  bool enabled() const { return mixup_alpha > 0.0 || cutmix_alpha > 0.0; }
+};
+
+struct OptimizerConfig {
+  std::string type = "adamw";  // adamw | sgd
+  double lr = 0.0;             // > 0: used as is; 0: base_lr · batch_size / lr_base_batch
+  double base_lr = 5e-4;
+  int64_t lr_base_batch = 512;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.05;
+  double momentum = 0.9;  // sgd
+  bool nesterov = false;  // sgd
+  std::vector<std::string> no_weight_decay = {"pos_embed", "cls_token", "dist_token", "temperature"};
+  double clip_grad = 0.0;  // global gradient-norm clipping (0 = off)
+};
+
+struct ScheduleConfig {
+  std::string type = "cosine";  // cosine | step | constant
+  double warmup_epochs = 5.0;
+  double warmup_lr = 1e-6;
+  double min_lr = 1e-5;
+  double decay_epochs = 30.0;  // step
+  double decay_rate = 0.1;     // step
+  double weight_decay_end = -1.0;  // >= 0: cosine weight-decay schedule to this value
+};
+
+struct TrainConfig {
+  int64_t epochs = 10;
+  int64_t seed = 0;
+  double label_smoothing = 0.1;
+  bool ema = false;
+  double ema_decay = 0.99996;
+  int64_t eval_every = 1;        // epochs between evaluations (the last epoch always)
+  int64_t log_every = 50;        // steps between metric records / plain progress lines
+  int64_t checkpoint_every = 0;  // steps between train-state saves (0: at epoch ends only)
+  int64_t max_steps = 0;         // stop after this many steps in total (0 = no limit)
+  std::string on_nonfinite = "stop";  // stop | skip (skip the step, stop after 10 in a row)
+};
+
+struct ExperimentConfig {
+  std::string name = "run";
+  nlohmann::json model_json = nlohmann::json::object();  // as written (registry JSON)
+  ModelConfig model;                                     // resolved from model_json
+  DataConfig data;
+  AugmentOptions augment;
+  MixupConfig mixup;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  TrainConfig train;
+
+  // The lr the optimizer uses after warmup (optimizer.lr or the scaled base_lr).
+  double effective_lr() const;
+};
+
+// Parses and validates a config document; `source` (a file name) prefixes errors.
+ExperimentConfig experiment_from_json(const nlohmann::json& j, const std::string& source = "config");
+// Reads a JSON file (errors name the file and, for bad JSON, the byte position).
+nlohmann::json read_json_file(const std::string& path);
+// The resolved config: every key with its value (model as config_to_json), re-readable.
+nlohmann::json experiment_to_json(const ExperimentConfig& cfg);
+
+// Applies "key.path=value" to a config document. The value is parsed as JSON when it is
+// valid JSON (numbers, true/false, lists, quoted strings), else taken as a string.
+// Keys under "model." may be any model key; others must exist in the schema.
+void apply_override(nlohmann::json& j, const std::string& assignment);
+
+// ---- the schema -----------------------------------------------------------------------
+struct ConfigField {
+  std::string path;  // "optimizer.lr"
+  std::string type;  // "number", "integer", "string", "bool", "list of strings", "[a, b]"
+  std::string help;  // one line, with allowed values / range
+  std::function<void(ExperimentConfig&, const nlohmann::json&, const std::string&)> read;
+  std::function<nlohmann::json(const ExperimentConfig&)> write;
+};
+const std::vector<ConfigField>& config_fields();
+// A Markdown table of every key: path, type, default, meaning.
+std::string config_reference_markdown();
+
+}  // namespace sima

@@ -1,0 +1,447 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/ops.h"
+#include "core/rng.h"
+#include "data/loader.h"
+#include "data/mixup.h"
+#include "models/checkpoint.h"
+#include "models/registry.h"
+#include "train/curves.h"
+#include "train/data_spec.h"
+#include "train/ema.h"
+#include "train/metrics.h"
+#include "train/optim.h"
+#include "train/progress.h"
+#include "train/schedule.h"
+#include "train/train_state.h"
+
+namespace sima {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Seed of batch b's mixup generator: its own stream, apart from the loader's (seed, epoch, batch).
+uint64_t mixup_seed(int64_t seed, int64_t epoch, int64_t batch) {
+  return batch_seed(uint64_t(seed) ^ 0x6d69787570ULL /* "mixup" */, epoch, batch);
+}
+
+// Writes `text` to `path` through a temporary file and a rename.
+void write_file_atomic(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    check(out.good(), tmp, ": cannot write");
+    out << text;
+    out.flush();
+    check(out.good(), tmp, ": write failed (disk full?)");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    fail(path, ": cannot rename the temporary file into place");
+  }
+}
+
+// The keys whose values differ between two resolved configs ("train.epochs", ...).
+std::vector<std::string> differing_keys(const json& a, const json& b, const std::string& prefix = "") {
+  std::vector<std::string> out;
+  if (a.is_object() && b.is_object()) {
+    for (auto& [k, v] : a.items()) {
+      std::string key = prefix.empty() ? k : prefix + "." + k;
+      if (!b.contains(k)) out.push_back(key);
+      else for (auto& d : differing_keys(v, b[k], key)) out.push_back(d);
+    }
+    for (auto& [k, v] : b.items())
+      if (!a.contains(k)) out.push_back(prefix.empty() ? k : prefix + "." + k);
+  } else if (a != b) {
+    out.push_back(prefix);
+  }
+  return out;
+}
+
+// Keys that may change between a run and its resumption: they change neither the
+// numbers computed nor the schedule.
+bool may_change_on_resume(const std::string& key) {
+  for (const char* k : {"train.max_steps", "train.log_every", "train.checkpoint_every", "data.num_workers",
+                        "data.eval_batch_size", "train.eval_every"})
+    if (key == k) return true;
+  return false;
+}
+
+}  // namespace
+
+struct Trainer::State {
+  ExperimentConfig cfg;
+  TrainerOptions opt;
+  std::string dir;
+  json resolved;  // experiment_to_json(cfg)
+
+  std::shared_ptr<Model> model;
+  std::unique_ptr<ModelEma> ema;
+  std::shared_ptr<const Dataset> train_set, test_set;
+  std::unique_ptr<DataLoader> loader;
+  std::unique_ptr<Optimizer> optim;
+  std::vector<Tensor> params;
+  ScheduleOptions lr_schedule, wd_schedule;
+  std::unique_ptr<Mixup> mixup;
+  MetricsLog log;
+  std::unique_ptr<ProgressBar> progress;
+  std::vector<std::string> classes;
+  DataSpec spec;
+
+  TrainPosition pos;
+  int64_t steps_per_epoch = 0, total_steps = 0;
+  int skipped_in_row = 0;
+
+  void setup();
+  void save_all(bool epoch_end, const EvalResult* eval);
+  EvalResult run_eval();
+  double train_step(const Batch& batch, double& grad_norm_out, bool& skipped);
+  void say(const std::string& line) {
+    if (progress) progress->message(line);
+  }
+};
+
+Trainer::Trainer(ExperimentConfig cfg, TrainerOptions options) : s_(std::make_unique<State>()) {
+  s_->cfg = std::move(cfg);
+  s_->opt = std::move(options);
+  s_->setup();
+}
+Trainer::~Trainer() = default;
+Model& Trainer::model() { return *s_->model; }
+
+void Trainer::State::setup() {
+  const ExperimentConfig& c = cfg;
+  resolved = experiment_to_json(c);
+  dir = opt.run_dir.empty() ? "runs/" + c.name : opt.run_dir;
+  const std::string state_path = dir + "/train_state.safetensors";
+  if (opt.resume) {
+    check(fs::exists(state_path), dir, ": nothing to resume (no train_state.safetensors); start without --resume");
+  } else {
+    check(!fs::exists(state_path), dir, " already holds a run (train_state.safetensors); pass --resume to continue it, "
+          "or choose another --out");
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  check(!ec && fs::is_directory(dir), dir, ": cannot create the run folder (", ec.message(), ")");
+
+  // Data first: a wrong path fails before any model is built.
+  spec = parse_data_spec(c.data.dataset);
+  std::shared_ptr<const Dataset> train_raw = open_dataset(spec, true), test_raw = open_dataset(spec, false);
+  check(train_raw->num_classes() == c.model.num_classes, "model.num_classes is ", c.model.num_classes, " but ",
+        c.data.dataset, " has ", train_raw->num_classes(), " classes");
+  classes = class_names(spec, c.model.num_classes);
+  if (c.data.train_subset > 0) train_raw = random_subset(train_raw, c.data.train_subset, uint64_t(c.train.seed));
+  if (c.data.test_subset > 0) test_raw = random_subset(test_raw, c.data.test_subset, uint64_t(c.train.seed) + 1);
+  train_set = std::make_shared<TransformedDataset>(train_raw, train_transform(c.model, c.augment));
+  test_set = std::make_shared<TransformedDataset>(test_raw, eval_transform(c.model, c.augment.crop_pct));
+  loader = std::make_unique<DataLoader>(train_set, LoaderOptions{.batch_size = c.data.batch_size,
+                                                                 .shuffle = true,
+                                                                 .drop_last = true,
+                                                                 .num_workers = int(c.data.num_workers),
+                                                                 .seed = uint64_t(c.train.seed)});
+  steps_per_epoch = loader->batches_per_epoch();
+  check(steps_per_epoch > 0, "data.batch_size ", c.data.batch_size, " exceeds the ", train_set->size(),
+        " training images: no full batch");
+  total_steps = steps_per_epoch * c.train.epochs;
+
+  // Model, seeded: the same seed gives the same initial weights.
+  manual_seed(uint64_t(c.train.seed));
+  model = create_model(c.model);
+  if (c.train.ema) {
+    auto copy = create_model(c.model);
+    ema = std::make_unique<ModelEma>(copy, *model, c.train.ema_decay);
+  }
+
+  // Optimizer over two parameter groups (with and without weight decay).
+  auto groups = param_groups_no_decay(model->named_parameters(), c.optimizer.no_weight_decay);
+  const double lr = c.effective_lr();
+  if (c.optimizer.type == "adamw")
+    optim = std::make_unique<AdamW>(groups, AdamWOptions{.lr = lr,
+                                                         .beta1 = c.optimizer.beta1,
+                                                         .beta2 = c.optimizer.beta2,
+                                                         .eps = c.optimizer.eps,
+                                                         .weight_decay = c.optimizer.weight_decay});
+  else
+    optim = std::make_unique<SGD>(groups, SGDOptions{.lr = lr,
+                                                     .momentum = c.optimizer.momentum,
+                                                     .weight_decay = c.optimizer.weight_decay,
+                                                     .nesterov = c.optimizer.nesterov});
+  for (auto& g : optim->param_groups())
+    for (auto& [name, p] : g.params) params.push_back(p);
+
+  // Schedules, per step.
+  const int64_t warmup = std::llround(c.schedule.warmup_epochs * double(steps_per_epoch));
+  lr_schedule = {.type = c.schedule.type,
+                 .base = lr,
+                 .final = c.schedule.min_lr,
+                 .warmup_steps = warmup,
+                 .warmup_start = c.schedule.warmup_lr,
+                 .total_steps = total_steps,
+                 .decay_steps = std::max<int64_t>(1, std::llround(c.schedule.decay_epochs * double(steps_per_epoch))),
+                 .decay_rate = c.schedule.decay_rate};
+  validate_schedule(lr_schedule);
+  wd_schedule = {.type = c.schedule.weight_decay_end >= 0 ? "cosine" : "constant",
+                 .base = c.optimizer.weight_decay,
+                 .final = std::max(0.0, c.schedule.weight_decay_end),
+                 .total_steps = total_steps};
+
+  if (c.mixup.enabled())
+    mixup = std::make_unique<Mixup>(MixupOptions{.mixup_alpha = c.mixup.mixup_alpha,
+                                                 .cutmix_alpha = c.mixup.cutmix_alpha,
+                                                 .prob = c.mixup.prob,
+                                                 .switch_prob = c.mixup.switch_prob,
+                                                 .label_smoothing = c.train.label_smoothing,
+                                                 .num_classes = c.model.num_classes});
+
+  if (opt.resume) {
+    json stored;
+    pos = load_train_state(state_path, *model, *optim, ema ? &ema->module() : nullptr, &stored);
+    std::vector<std::string> changed;
+    for (auto& k : differing_keys(stored, resolved))
+      if (!may_change_on_resume(k)) changed.push_back(k);
+    if (!changed.empty()) {
+      std::string list;
+      for (auto& k : changed) list += (list.empty() ? "" : ", ") + k;
+      fail(state_path, ": the config differs from the run's in ", list,
+           " (a resumed run must keep them; start a new run instead)");
+    }
+  }
+  write_file_atomic(dir + "/config.json", resolved.dump(2) + "\n");
+  log.open(dir, opt.resume ? pos.step : -1);
+  if (!opt.quiet) progress = std::make_unique<ProgressBar>(c.train.log_every);
+}
+
+double Trainer::State::train_step(const Batch& batch, double& grad_norm_out, bool& skipped) {
+  const ExperimentConfig& c = cfg;
+  optim->set_lr(schedule_value(lr_schedule, pos.step));
+  optim->set_weight_decay(schedule_value(wd_schedule, pos.step));
+
+  Tensor images = batch.images, soft_targets;
+  if (mixup) {
+    Generator gen(mixup_seed(c.train.seed, pos.epoch, pos.batch));
+    MixupResult mixed = (*mixup)(batch.images, batch.labels, gen);
+    images = mixed.images;
+    soft_targets = mixed.targets;
+  }
+  model->train();
+  std::vector<Tensor> heads = model->forward_heads(images);
+  // Every head learns the labels; a distilled DeiT without a teacher trains both heads.
+  Tensor loss;
+  for (auto& logits : heads) {
+    Tensor l = soft_targets.defined() ? cross_entropy(logits, soft_targets)
+                                      : cross_entropy(logits, batch.labels, float(c.train.label_smoothing));
+    loss = loss.defined() ? add(loss, l) : l;
+  }
+  if (heads.size() > 1) loss = mul(loss, 1.0f / float(heads.size()));
+  const double value = loss.item();
+  skipped = false;
+
+  auto nonfinite = [&](const std::string& what) {
+    if (c.train.on_nonfinite == "skip" && ++skipped_in_row < 10) {
+      optim->zero_grad();
+      skipped = true;
+      say("step " + std::to_string(pos.step + 1) + ": " + what + "; step skipped (train.on_nonfinite = skip)");
+      return;
+    }
+    fail("step ", pos.step + 1, " (epoch ", pos.epoch + 1, ", batch ", pos.batch + 1, "): ", what,
+         c.train.on_nonfinite == "skip" ? " (10 steps in a row)" : "",
+         "; training stopped. Lower the learning rate, enable optimizer.clip_grad, or resume from the last "
+         "checkpoint with --resume");
+  };
+  if (!std::isfinite(value)) {
+    nonfinite("the loss is not finite (" + std::to_string(value) + ")");
+    return value;
+  }
+  loss.backward();
+  grad_norm_out = grad_norm(params);
+  if (!std::isfinite(grad_norm_out)) {
+    std::string first;
+    for (auto& g : optim->param_groups())
+      for (auto& [name, p] : g.params) {
+        if (!first.empty() || !p.grad().defined()) continue;
+        for (float v : to_vector(p.grad()))
+          if (!std::isfinite(v)) {
+            first = name;
+            break;
+          }
+      }
+    nonfinite("the gradient of '" + first + "' is not finite");
+    return value;
+  }
+  skipped_in_row = 0;
+  if (c.optimizer.clip_grad > 0) clip_grad_norm(params, c.optimizer.clip_grad);
+  optim->step();
+  optim->zero_grad();
+  if (ema) ema->update(*model);
+  return value;
+}
+
+EvalResult Trainer::State::run_eval() {
+  EvalOptions eo{.batch_size = cfg.data.eval_batch_size, .num_workers = int(cfg.data.num_workers)};
+  return evaluate(*model, test_set, eo);
+}
+
+void Trainer::State::save_all(bool epoch_end, const EvalResult* eval) {
+  json norm = {{"mean", cfg.model.mean}, {"std", cfg.model.std}, {"img_size", cfg.model.img_size},
+               {"crop_pct", cfg.augment.crop_pct}};
+  std::map<std::string, std::string> meta = {
+      {"normalization", norm.dump()}, {"data", to_string(spec)}, {"classes", json(classes).dump()},
+      {"step", std::to_string(pos.step)}};
+  if (epoch_end) {
+    save_checkpoint(dir + "/model.safetensors", *model, meta);
+    if (ema) save_checkpoint(dir + "/model_ema.safetensors", static_cast<Model&>(ema->module()), meta);
+    if (eval && eval->count > 0 && eval->top1 > pos.best_top1) {
+      pos.best_top1 = eval->top1;
+      save_checkpoint(dir + "/best.safetensors", *model, meta);
+    }
+  }
+  // The train state last: a run killed before this rename resumes from the previous state.
+  save_train_state(dir + "/train_state.safetensors", *model, *optim, ema ? &ema->module() : nullptr, pos, resolved);
+}
+
+TrainResult Trainer::fit() {
+  State& s = *s_;
+  const ExperimentConfig& c = s.cfg;
+  TrainResult result;
+  result.run_dir = s.dir;
+  result.best_top1 = std::max(0.0, s.pos.best_top1);
+  const auto t_start = Clock::now();
+  s.say("run " + s.dir + ": " + c.model.arch + " " + std::to_string(s.model->num_parameters()) + " parameters, " +
+        std::to_string(s.train_set->size()) + " training images, " + std::to_string(s.steps_per_epoch) +
+        " steps/epoch, lr " + std::to_string(c.effective_lr()) +
+        (c.optimizer.type == "adamw" ? " (AdamW)" : " (SGD)") +
+        (s.opt.resume ? ", resumed at step " + std::to_string(s.pos.step) : ""));
+
+  bool stop = false;
+  while (s.pos.epoch < c.train.epochs && !stop) {
+    const auto t_epoch = Clock::now();
+    s.loader->start_epoch(s.pos.epoch, s.pos.batch);
+    Batch batch;
+    auto t_window = Clock::now();
+    int64_t window_images = 0, window_steps = 0;
+    double window_loss = 0.0;
+    double img_per_s = 0.0;
+    while (!stop && s.loader->next(batch)) {
+      double gnorm = 0.0;
+      bool skipped = false;
+      const double loss = s.train_step(batch, gnorm, skipped);
+      ++s.pos.batch;
+      ++s.pos.step;
+      result.step_losses.push_back(loss);
+      if (!skipped) {
+        s.pos.epoch_loss_sum += loss;
+        ++s.pos.epoch_loss_count;
+        window_loss += loss;
+        ++window_steps;
+      }
+      window_images += batch.images.size(0);
+      const double lr = s.optim->param_groups()[0].lr;
+      const double window_s = seconds_since(t_window);
+      if (window_s > 0) img_per_s = double(window_images) / window_s;
+      if (s.pos.step % c.train.log_every == 0) {
+        s.log.log({{"kind", "step"},
+                   {"step", s.pos.step},
+                   {"epoch", double(s.pos.step) / double(s.steps_per_epoch)},
+                   {"loss", window_steps ? window_loss / double(window_steps) : loss},
+                   {"lr", lr},
+                   {"weight_decay", s.optim->param_groups()[0].weight_decay},
+                   {"grad_norm", gnorm},
+                   {"img_per_s", img_per_s}});
+        t_window = Clock::now();
+        window_images = window_steps = 0;
+        window_loss = 0.0;
+      }
+      if (s.progress) {
+        const double remaining = double(s.steps_per_epoch - s.pos.batch) * double(c.data.batch_size);
+        s.progress->update({.epoch = s.pos.epoch,
+                            .epochs = c.train.epochs,
+                            .step = s.pos.batch,
+                            .steps = s.steps_per_epoch,
+                            .loss = s.pos.epoch_loss_count ? s.pos.epoch_loss_sum / double(s.pos.epoch_loss_count) : loss,
+                            .lr = lr,
+                            .images_per_second = img_per_s,
+                            .eta_seconds = img_per_s > 0 ? remaining / img_per_s : 0.0});
+      }
+      const bool flagged = s.opt.stop_flag && s.opt.stop_flag->load();
+      const bool at_max = c.train.max_steps > 0 && s.pos.step >= c.train.max_steps;
+      if (flagged || at_max) {
+        stop = true;
+        result.interrupted = s.pos.batch < s.steps_per_epoch || s.pos.epoch + 1 < c.train.epochs;
+        if (s.pos.batch < s.steps_per_epoch) s.save_all(false, nullptr);
+        if (flagged) s.say("stopped at step " + std::to_string(s.pos.step) + "; continue with --resume");
+      } else if (c.train.checkpoint_every > 0 && s.pos.step % c.train.checkpoint_every == 0 &&
+                 s.pos.batch < s.steps_per_epoch) {
+        s.save_all(false, nullptr);
+      }
+    }
+    if (s.pos.batch < s.steps_per_epoch) break;  // stopped mid-epoch
+
+    // End of the epoch: evaluate, log, checkpoint.
+    const double train_loss = s.pos.epoch_loss_count ? s.pos.epoch_loss_sum / double(s.pos.epoch_loss_count) : NAN;
+    const double epoch_s = seconds_since(t_epoch);
+    if (s.progress)
+      s.progress->end_epoch({.epoch = s.pos.epoch, .epochs = c.train.epochs, .step = s.pos.batch,
+                             .steps = s.steps_per_epoch, .loss = train_loss,
+                             .lr = s.optim->param_groups()[0].lr, .images_per_second = img_per_s});
+    json record = {{"kind", "epoch"},
+                   {"epoch", s.pos.epoch + 1},
+                   {"step", s.pos.step},
+                   {"train_loss", train_loss},
+                   {"lr", s.optim->param_groups()[0].lr},
+                   {"epoch_seconds", epoch_s}};
+    const bool last = s.pos.epoch + 1 == c.train.epochs;
+    EvalResult eval;
+    if (last || (s.pos.epoch + 1) % c.train.eval_every == 0) {
+      eval = s.run_eval();
+      result.last_eval = eval;
+      record["test_loss"] = eval.loss;
+      record["test_top1"] = eval.top1;
+      record["test_top5"] = eval.top5;
+      record["eval_img_per_s"] = eval.images_per_second;
+      if (s.ema) {
+        EvalResult e = evaluate(static_cast<Model&>(s.ema->module()), s.test_set,
+                                {.batch_size = c.data.eval_batch_size, .num_workers = int(c.data.num_workers)});
+        record["ema_test_top1"] = e.top1;
+      }
+      char line[160];
+      std::snprintf(line, sizeof line, "epoch %lld/%lld  train loss %.4f  test loss %.4f  top-1 %.2f%%  top-5 %.2f%%",
+                    (long long)(s.pos.epoch + 1), (long long)c.train.epochs, train_loss, eval.loss, eval.top1,
+                    eval.top5);
+      s.say(line);
+    }
+    ++s.pos.epoch;
+    s.pos.batch = 0;
+    s.pos.epoch_loss_sum = 0.0;
+    s.pos.epoch_loss_count = 0;
+    s.save_all(true, eval.count > 0 ? &eval : nullptr);
+    record["best_top1"] = std::max(0.0, s.pos.best_top1);
+    s.log.log(record);
+    std::string why = render_curves(s.log.csv_path(), s.dir + "/curves.png");
+    if (!why.empty() && s.pos.epoch == c.train.epochs) s.say("note: no curves.png (" + why + ")");
+  }
+  result.steps = s.pos.step;
+  result.epochs_done = s.pos.epoch;
+  result.best_top1 = std::max(0.0, s.pos.best_top1);
+  result.seconds = seconds_since(t_start);
+  return result;
+}
+
+TrainResult train(const ExperimentConfig& cfg, const TrainerOptions& options) {
+  return Trainer(cfg, options).fit();
+}
+
+}  // namespace sima

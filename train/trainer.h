@@ -1,0 +1,68 @@
+// The supervised trainer: one ExperimentConfig in, a trained model in a run folder out.
+//
+//   runs/<name>/config.json              the config as resolved (every key)
+//   runs/<name>/model.safetensors        the last epoch's weights (sima-eval loads it)
+//   runs/<name>/best.safetensors         the weights of the best test top-1 so far
+//   runs/<name>/model_ema.safetensors    with train.ema: the EMA weights
+//   runs/<name>/train_state.safetensors  everything --resume needs (below)
+//   runs/<name>/metrics.jsonl, metrics.csv, curves.png
+//
+// One step: lr/wd from the schedules (by global step) → batch from the loader (seeded by
+// (seed, epoch, batch)) → mixup/cutmix (generator seeded by (seed, epoch, batch)) → forward
+// in train mode → cross-entropy (label smoothing or the mixed soft targets; a distilled
+// DeiT's two heads each get half) → backward → non-finite check → clip → optimizer step →
+// EMA update.
+//
+// Exact resume. train_state.safetensors holds the model ("model.*"), the optimizer moments
+// ("optim.*"), the EMA weights ("ema.*"), and in its metadata the global step, the epoch and
+// the batch within it, the RNG streams (dropout / drop path draw from them), the running
+// epoch loss and the best accuracy. Since data order, augmentation and mixing are pure
+// functions of (seed, epoch, batch) and the schedules of the step, a resumed run computes
+// the same losses as an uninterrupted one, bit for bit at the same thread count.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "models/model.h"
+#include "train/config.h"
+#include "train/evaluate.h"
+
+namespace sima {
+
+struct TrainerOptions {
+  std::string run_dir;      // "" = runs/<config name>
+  bool resume = false;      // continue from run_dir/train_state.safetensors
+  bool quiet = false;       // no progress output (tests)
+  // Checked after every step (e.g. set by a SIGINT handler): save the train state and stop.
+  const std::atomic<bool>* stop_flag = nullptr;
+};
+
+struct TrainResult {
+  std::string run_dir;
+  int64_t steps = 0;            // global steps done in total
+  int64_t epochs_done = 0;      // complete epochs
+  bool interrupted = false;     // stopped by stop_flag or max_steps before the last epoch ended
+  EvalResult last_eval;         // the last evaluation (count 0 if none ran)
+  double best_top1 = 0.0;
+  double seconds = 0.0;         // wall time of this process's training
+  std::vector<double> step_losses;  // the loss of every step this process ran (tests, resume checks)
+};
+
+class Trainer {
+ public:
+  Trainer(ExperimentConfig cfg, TrainerOptions options);
+  ~Trainer();
+  TrainResult fit();
+  Model& model();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// Convenience: Trainer(cfg, options).fit().
+TrainResult train(const ExperimentConfig& cfg, const TrainerOptions& options);
+
+}  // namespace sima
