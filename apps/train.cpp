@@ -32,7 +32,12 @@ int main(int argc, char** argv) {
   cli.option("resume", "continue the run in --out from its train_state.safetensors");
   cli.option("check", "validate the config, print it resolved, and exit");
   cli.option("quiet", "no progress output");
+  cli.option("config-reference", "print every config key with its type, default and meaning (Markdown) and exit");
   if (!cli.parse(argc, argv)) return cli.exit_code();
+  if (cli.is_set("config-reference")) {
+    std::cout << config_reference_markdown();
+    return 0;
+  }
   try {
     std::string config_path = cli.get("config");
     if (config_path.empty()) {

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 #include "testing.h"
@@ -153,4 +156,25 @@ TEST_CASE("config: read_json_file names the file and the position of a syntax er
   std::string msg = error_message([&] { read_json_file(path); });
   CHECK(has(msg, std::string(path) + ": not valid JSON (byte"));
   std::remove(path);
+}
+
+TEST_CASE("config: every config in configs/ is valid, and so is its resolved form") {
+  int n = 0;
+  for (auto& entry : std::filesystem::directory_iterator(std::string(SIMA_SOURCE_DIR) + "/configs")) {
+    if (entry.path().extension() != ".json") continue;
+    INFO(entry.path().string());
+    ++n;
+    ExperimentConfig c = experiment_from_json(read_json_file(entry.path().string()), entry.path().string());
+    CHECK(c.name == entry.path().stem().string());  // the run folder is named after the file
+    CHECK(experiment_to_json(experiment_from_json(experiment_to_json(c))) == experiment_to_json(c));
+  }
+  CHECK(n >= 7);
+}
+
+TEST_CASE("config: the README's key table is the generated one (regenerate with sima-train --config-reference)") {
+  std::ifstream in(std::string(SIMA_SOURCE_DIR) + "/README.md");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  CHECK_MESSAGE(ss.str().find(config_reference_markdown()) != std::string::npos,
+                "README.md's config table is out of date: paste the output of build/bin/sima-train --config-reference");
 }
