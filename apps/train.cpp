@@ -63,13 +63,16 @@ int main(int argc, char** argv) {
                    "  %s --out %s --resume\n", (long long)r.steps, argv[0], r.run_dir.c_str());
       return 130;
     }
-    if (r.last_eval.count > 0)
+    if (r.interrupted)
+      std::printf("stopped after %lld steps (train.max_steps) in %.1f s; continue with --out %s --resume\n",
+                  (long long)r.steps, r.seconds, r.run_dir.c_str());
+    else if (r.last_eval.count == 0)
+      std::printf("nothing to do: the run in %s has finished its %lld epochs\n", r.run_dir.c_str(),
+                  (long long)r.epochs_done);
+    else
       std::printf("done: %lld steps in %.1f s; test top-1 %.2f%% (best %.2f%%), top-5 %.2f%%, loss %.4f; run folder %s\n",
                   (long long)r.steps, r.seconds, r.last_eval.top1, r.best_top1, r.last_eval.top5, r.last_eval.loss,
                   r.run_dir.c_str());
-    else
-      std::printf("stopped after %lld steps in %.1f s (train.max_steps); resume with --resume; run folder %s\n",
-                  (long long)r.steps, r.seconds, r.run_dir.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sima-train: error: %s\n", e.what());
