@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
       config_path = cli.get("out") + "/config.json";
     }
     nlohmann::json doc = read_json_file(config_path);
+    // A run folder's config.json records the max_steps of the invocation that wrote it; a
+    // resumption from the folder alone runs on to the end unless --set says otherwise.
+    if (cli.get("config").empty() && doc.contains("train") && doc["train"].is_object()) doc["train"].erase("max_steps");
     for (const std::string& s : cli.get_all("set")) apply_override(doc, s);
     ExperimentConfig cfg = experiment_from_json(doc, config_path);
     if (cli.is_set("check")) {

@@ -326,7 +326,8 @@ TrainResult Trainer::fit() {
         (c.optimizer.type == "adamw" ? " (AdamW)" : " (SGD)") +
         (s.opt.resume ? ", resumed at step " + std::to_string(s.pos.step) : ""));
 
-  bool stop = false;
+  bool stop = c.train.max_steps > 0 && s.pos.step >= c.train.max_steps;  // already there
+  result.interrupted = stop && s.pos.epoch < c.train.epochs;
   while (s.pos.epoch < c.train.epochs && !stop) {
     const auto t_epoch = Clock::now();
     s.loader->start_epoch(s.pos.epoch, s.pos.batch);

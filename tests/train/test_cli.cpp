@@ -324,3 +324,55 @@ TEST_CASE("sima-eval --image: top-k with class names, JSON with the raw logits")
   CHECK(count_lines(err.err) == 1);
   CHECK(err.err.find(bad) != std::string::npos);
 }
+
+// ---- the sima-train binary ------------------------------------------------------------
+
+TEST_CASE("sima-train: --help, bad flags and configs are one line and a non-zero exit; --check; a run and its resume") {
+  Run help = run_app("sima-train --help");
+  CHECK(help.status == 0);
+  for (const char* flag : {"--config", "--set", "--out", "--resume", "--check", "--quiet", "--config-reference"})
+    CHECK_MESSAGE(help.out.find(flag) != std::string::npos, "help lacks " << flag);
+
+  Run bogus = run_app("sima-train --bogus");
+  CHECK(bogus.status == 2);
+  CHECK(bogus.err == "sima-train: error: unknown flag --bogus (try --help)\n");
+
+  Run missing = run_app("sima-train --config /nonexistent/x.json");
+  CHECK(missing.status == 1);
+  CHECK(missing.err == "sima-train: error: /nonexistent/x.json: cannot open the config file\n");
+
+  TempDir dir;
+  const std::string cfg = dir.file("tiny.json");
+  std::ofstream(cfg) << R"({"name": "tiny",
+    "model": {"name": "deit_tiny_patch4_28_sima", "embed_dim": 16, "depth": 1, "num_heads": 2},
+    "data": {"train_subset": 128, "test_subset": 64, "batch_size": 32, "num_workers": 0},
+    "schedule": {"warmup_epochs": 0}, "train": {"epochs": 2}})";
+
+  Run bad_key = run_app("sima-train --config " + cfg + " --set train.epochs=0");
+  CHECK(bad_key.status == 1);
+  CHECK(count_lines(bad_key.err) == 1);
+  CHECK(bad_key.err.find("train.epochs: must be >= 1, got 0") != std::string::npos);
+
+  Run check = run_app("sima-train --config " + cfg + " --set model.depth=2 --check");
+  CHECK(check.status == 0);
+  nlohmann::json resolved = nlohmann::json::parse(check.out);
+  CHECK(resolved["model"]["depth"] == 2);
+  CHECK(resolved["optimizer"]["type"] == "adamw");
+
+  // 5 of the 8 steps, then --resume from the run folder alone, then nothing left to do.
+  const std::string out = dir.str() + "/run";
+  Run part = run_app("sima-train --config " + cfg + " --out " + out + " --quiet --set train.max_steps=5");
+  CHECK(part.status == 0);
+  CHECK(part.out.find("stopped after 5 steps (train.max_steps)") != std::string::npos);
+  Run again = run_app("sima-train --config " + cfg + " --out " + out + " --quiet");
+  CHECK(again.status == 1);
+  CHECK(again.err.find("already holds a run") != std::string::npos);
+  Run rest = run_app("sima-train --out " + out + " --resume --quiet");
+  CHECK(rest.status == 0);
+  CHECK(rest.out.rfind("done: 8 steps", 0) == 0);
+  Run done = run_app("sima-train --out " + out + " --resume --quiet");
+  CHECK(done.out.find("nothing to do") != std::string::npos);
+  Run eval = run_app("sima-eval --checkpoint " + out + "/model.safetensors --limit 50 --json --workers 0");
+  CHECK(eval.status == 0);
+  CHECK(nlohmann::json::parse(eval.out)["count"] == 50);
+}
