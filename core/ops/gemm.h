@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/flops.h"
+
 namespace sima {
 
 inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, const float* B,
@@ -23,6 +25,7 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float*
       for (int64_t i = 0; i < m * n; ++i) C[i] *= beta;
     return;
   }
+  count_gemm_flops(2 * m * n * k);
   const int64_t lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, A,

@@ -3,6 +3,7 @@
 //   (B=8, N=256, d=64, h=8) and (B=8, N=64, C=256, h=8).
 //
 //   build/bin/bench_attention [variant ...]      (default: all variants)
+// (sima-bench attention times the whole block, qkv and proj included.)
 // Median of 7 after two warm-up runs, as ratios to softmax. Compare with PyTorch:
 //   /usr/bin/python3 tests/bench/bench_attention_torch.py --threads T
 // run right after with OMP_NUM_THREADS=T (the machine is shared: compare ratios).
@@ -16,21 +17,9 @@
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "nn/attention/attention.h"
+#include "train/benchmark.h"
 
 using namespace sima;
-
-static double median_ms(const std::function<void()>& f, int reps = 7) {
-  f();
-  f();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 int main(int argc, char** argv) {
   std::vector<std::string> variants = {"softmax", "sima", "xca", "relu", "linear_elu", "cosformer", "soft"};

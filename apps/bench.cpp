@@ -1,0 +1,143 @@
+// sima-bench: speed of attention blocks and whole models (train/benchmark.h).
+//
+//   sima-bench attention [--n N] [--dim D] [--heads H] [--batch B] [--variants all|a,b,..]
+//                        [--order auto|qk_first|kv_first] [--preset table3] [--reps K] [--json]
+//   sima-bench model --model NAME|JSON [--batch B] [--img S] [--reps K] [--json]
+//
+// --preset table3 runs the SimA paper's Table 3 shapes: (N=256, d=64, h=8) and (N=64, C=256, h=8).
+// Compare with PyTorch in the same session: /usr/bin/python3 ../shared/bench/pytorch_peer.py.
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "train/benchmark.h"
+#include "train/cli.h"
+
+namespace {
+
+using namespace sima;
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+int run_attention(int argc, const char* const* argv) {
+  Cli cli("sima-bench attention", "Forward and forward+backward time of one attention block per variant.");
+  cli.flag("n", "N", "tokens", false, "256");
+  cli.flag("dim", "D", "model width C (heads x head width)", false, "512");
+  cli.flag("heads", "H", "heads", false, "8");
+  cli.flag("batch", "B", "batch size", false, "8");
+  cli.flag("variants", "LIST", "all, or a comma-separated list of variants", false, "all");
+  cli.flag("order", "ORDER", "SimA's product order: auto | qk_first | kv_first", false, "auto");
+  cli.flag("preset", "NAME", "table3: the paper's Table 3 shapes (overrides --n/--dim/--heads/--batch)");
+  cli.flag("reps", "K", "timed runs per measurement (median)", false, "7");
+  cli.option("json", "one JSON object per line instead of the table");
+  if (!cli.parse(argc, argv)) return cli.exit_code();
+  std::vector<AttentionBenchConfig> shapes;
+  AttentionBenchConfig base;
+  if (cli.get("variants") != "all") base.variants = split_commas(cli.get("variants"));
+  base.order = cli.get("order");
+  check(base.order == "auto" || base.order == "qk_first" || base.order == "kv_first", "--order: '", base.order,
+        "' is not one of: auto, qk_first, kv_first");
+  base.timing.reps = int(cli.get_int("reps"));
+  if (cli.get("preset") == "table3") {
+    for (auto [n, dim] : {std::pair<int64_t, int64_t>{256, 512}, {64, 256}}) {
+      AttentionBenchConfig c = base;
+      c.batch = 8, c.tokens = n, c.dim = dim, c.heads = 8;
+      shapes.push_back(c);
+    }
+  } else {
+    check(cli.get("preset").empty(), "--preset: '", cli.get("preset"), "' is not one of: table3");
+    base.tokens = cli.get_int("n"), base.dim = cli.get_int("dim"), base.heads = cli.get_int("heads");
+    base.batch = cli.get_int("batch");
+    shapes.push_back(base);
+  }
+  for (const AttentionBenchConfig& c : shapes) {
+    std::vector<AttentionBenchRow> rows = bench_attention(c);
+    if (cli.is_set("json")) {
+      for (auto& r : rows) std::cout << to_json(r, c).dump() << "\n";
+      continue;
+    }
+    std::printf("B=%lld N=%lld C=%lld heads=%lld d=%lld, %d threads, ms (median of %d)\n", (long long)c.batch,
+                (long long)c.tokens, (long long)c.dim, (long long)c.heads, (long long)(c.dim / c.heads),
+                num_threads(), c.timing.reps);
+    std::printf("%-11s %-9s %10s %10s %14s %11s\n", "variant", "order", "forward", "fwd+bwd", "exp() calls",
+                "GEMM GFLOP");
+    for (auto& r : rows) {
+      if (!r.error.empty()) {
+        std::printf("%-11s n/a: %s\n", r.variant.c_str(), r.error.c_str());
+        continue;
+      }
+      std::printf("%-11s %-9s %10.3f %10.3f %14lld %11.4f\n", r.variant.c_str(), r.order.c_str(), r.forward_ms,
+                  r.train_ms, (long long)r.exp_calls, r.gemm_gflop);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
+int run_model(int argc, const char* const* argv) {
+  Cli cli("sima-bench model", "Training-step and inference speed of a model, against the machine's SGEMM peak.");
+  cli.flag("model", "NAME|JSON", "a registry name or a model JSON object", true);
+  cli.flag("batch", "B", "batch size", false, "64");
+  cli.flag("img", "S", "image size (default: the model's)", false, "0");
+  cli.flag("reps", "K", "timed runs per measurement (median)", false, "5");
+  cli.option("json", "one JSON object instead of the report");
+  if (!cli.parse(argc, argv)) return cli.exit_code();
+  ModelBenchConfig c;
+  const std::string m = cli.get("model");
+  if (!m.empty() && m[0] == '{') {
+    try {
+      c.model = nlohmann::json::parse(m);
+    } catch (const nlohmann::json::parse_error& e) {
+      fail("--model: not valid JSON (", e.what(), ")");
+    }
+  } else {
+    c.model = m;
+  }
+  c.batch = cli.get_int("batch");
+  c.img_size = cli.get_int("img");
+  c.timing.reps = int(cli.get_int("reps"));
+  ModelBenchResult r = bench_model(c);
+  if (cli.is_set("json")) {
+    std::cout << to_json(r).dump() << "\n";
+    return 0;
+  }
+  std::printf("%s: %lld parameters, batch %lld, %lldx%lld images, %d threads\n", r.model.c_str(),
+              (long long)r.parameters, (long long)r.batch, (long long)r.img_size, (long long)r.img_size, num_threads());
+  std::printf("  training step (fwd+bwd+AdamW)  %9.2f ms  %9.1f img/s  %7.2f GFLOP/s in GEMMs (%.0f%% of SGEMM peak %.1f)\n",
+              r.train_step_ms, r.train_img_per_s, r.train_gflop_per_s,
+              100.0 * r.train_gflop_per_s / r.sgemm_peak_gflop_per_s, r.sgemm_peak_gflop_per_s);
+  std::printf("  inference                      %9.2f ms  %9.1f img/s\n", r.infer_ms, r.infer_img_per_s);
+  std::printf("  latency, batch 1               %9.2f ms\n", r.latency_b1_ms);
+  std::printf("  peak resident memory           %9.1f MiB\n", r.peak_rss_mb);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string usage =
+      "usage: sima-bench attention [flags]   one attention block per variant (--help for flags)\n"
+      "       sima-bench model [flags]       a model's training step and inference (--help for flags)\n";
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::cout << usage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "attention") return run_attention(argc - 1, argv + 1);
+    if (cmd == "model") return run_model(argc - 1, argv + 1);
+    std::fprintf(stderr, "sima-bench: error: unknown command '%s' (attention | model)\n", cmd.c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sima-bench: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,75 @@
+// Speed measurements behind `sima-bench`: one attention block per variant, a model's
+// training step and inference, and the machine's SGEMM peak to compare them with.
+//
+// Timings are the median of `reps` runs after `warmup` runs. The machine may be shared:
+// compare ratios measured in one run, not absolute times across runs.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace sima {
+
+struct TimingOptions {
+  int warmup = 2;
+  int reps = 7;
+};
+// Median wall time of f in milliseconds.
+double median_ms(const std::function<void()>& f, const TimingOptions& timing = {});
+
+// ---- one attention block ------------------------------------------------------------
+struct AttentionBenchConfig {
+  int64_t batch = 8;
+  int64_t tokens = 256;  // N; a square number gives the (H, W) grid SOFT needs
+  int64_t dim = 512;     // C = heads · head width
+  int64_t heads = 8;
+  std::vector<std::string> variants;  // empty: every variant
+  std::string order = "auto";         // SimA's product order: auto | qk_first | kv_first
+  TimingOptions timing;
+};
+
+struct AttentionBenchRow {
+  std::string variant;
+  std::string order;        // sima only ("" for the others)
+  double forward_ms = 0.0;  // the whole block: qkv Linear, core, proj
+  double train_ms = 0.0;    // forward + backward
+  int64_t exp_calls = 0;    // per forward of the whole batch
+  double gemm_gflop = 0.0;  // GEMM work of one forward (core/flops.h)
+  std::string error;        // when the variant cannot run at this shape
+};
+
+std::vector<std::string> attention_variant_names();
+std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg);
+nlohmann::json to_json(const AttentionBenchRow& row, const AttentionBenchConfig& cfg);
+
+// ---- a whole model ------------------------------------------------------------------
+struct ModelBenchConfig {
+  nlohmann::json model = "deit_tiny_patch4_32_sima";  // a registry name or model JSON
+  int64_t batch = 64;
+  int64_t img_size = 0;  // 0: the model's
+  TimingOptions timing{.warmup = 2, .reps = 5};
+};
+
+struct ModelBenchResult {
+  std::string model;
+  int64_t batch = 0, img_size = 0, parameters = 0;
+  double train_step_ms = 0.0, train_img_per_s = 0.0;  // forward + backward + AdamW step
+  double infer_ms = 0.0, infer_img_per_s = 0.0;       // eval mode, no grad, at `batch`
+  double latency_b1_ms = 0.0;                         // eval, batch 1
+  double train_gemm_gflop = 0.0;                      // GEMM work of one training step
+  double train_gflop_per_s = 0.0;
+  double sgemm_peak_gflop_per_s = 0.0;                // measured in the same run
+  double peak_rss_mb = 0.0;                           // of the process so far (getrusage)
+};
+
+ModelBenchResult bench_model(const ModelBenchConfig& cfg);
+nlohmann::json to_json(const ModelBenchResult& r);
+
+// GFLOP/s of cblas_sgemm on n×n×n at the current thread count (median of a few runs).
+double measure_sgemm_peak(int64_t n = 1024, const TimingOptions& timing = {.warmup = 1, .reps = 5});
+// Peak resident memory of this process in MiB.
+double peak_rss_mb();
+
+}  // namespace sima
