@@ -14,6 +14,7 @@
 #include "core/parallel.h"
 #include "models/registry.h"
 #include "nn/attention/attention.h"
+#include "train/config.h"
 #include "train/optim.h"
 
 namespace sima {
@@ -133,7 +134,7 @@ ModelBenchResult bench_model(const ModelBenchConfig& cfg) {
   Tensor images = randn({cfg.batch, mc.in_chans, mc.img_size, mc.img_size});
   std::vector<int64_t> labels(size_t(cfg.batch));
   for (int64_t i = 0; i < cfg.batch; ++i) labels[size_t(i)] = i % mc.num_classes;
-  AdamW opt(param_groups_no_decay(model->named_parameters(), {"pos_embed", "cls_token", "dist_token", "temperature"}),
+  AdamW opt(param_groups_no_decay(model->named_parameters(), OptimizerConfig().no_weight_decay),
             {.lr = 1e-4, .weight_decay = 0.05});
   auto step = [&] {
     model->train();

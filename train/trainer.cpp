@@ -3,12 +3,12 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/rng.h"
+#include "data/file_io.h"
 #include "data/loader.h"
 #include "data/mixup.h"
 #include "models/checkpoint.h"
@@ -35,24 +35,6 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // Seed of batch b's mixup generator: its own stream, apart from the loader's (seed, epoch, batch).
 uint64_t mixup_seed(int64_t seed, int64_t epoch, int64_t batch) {
   return batch_seed(uint64_t(seed) ^ 0x6d69787570ULL /* "mixup" */, epoch, batch);
-}
-
-// Writes `text` to `path` through a temporary file and a rename.
-void write_file_atomic(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), tmp, ": cannot write");
-    out << text;
-    out.flush();
-    check(out.good(), tmp, ": write failed (disk full?)");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    fail(path, ": cannot rename the temporary file into place");
-  }
 }
 
 // The keys whose values differ between two resolved configs ("train.epochs", ...).
@@ -220,7 +202,8 @@ void Trainer::State::setup() {
            " (a resumed run must keep them; start a new run instead)");
     }
   }
-  write_file_atomic(dir + "/config.json", resolved.dump(2) + "\n");
+  const std::string text = resolved.dump(2) + "\n";
+  write_file_atomic(dir + "/config.json", text.data(), text.size());
   log.open(dir, opt.resume ? pos.step : -1);
   if (!opt.quiet) progress = std::make_unique<ProgressBar>(c.train.log_every);
 }
