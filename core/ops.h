@@ -6,6 +6,7 @@
 #include "core/ops/conv.h"
 #include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/fused_mlp.h"
 #include "core/ops/interpolate.h"
 #include "core/ops/matmul.h"
 #include "core/ops/norm.h"

@@ -1,5 +1,7 @@
 #include "nn/mlp.h"
 
+#include "core/error.h"
+
 namespace sima {
 
 Mlp::Mlp(int64_t in, int64_t hidden, int64_t out, const std::string& act_name, float drop)
@@ -7,12 +9,15 @@ Mlp::Mlp(int64_t in, int64_t hidden, int64_t out, const std::string& act_name, f
   if (out == 0) out = in;
   fc1 = register_module("fc1", std::make_shared<Linear>(in, hidden));
   act = register_module("act", make_activation(act_name));
+  check(parse_mlp_activation(act_name, &act_kind_), "Mlp: activation '", act_name, "' has no fused kernel");
   drop1 = register_module("drop1", std::make_shared<Dropout>(drop));
   fc2 = register_module("fc2", std::make_shared<Linear>(hidden, out));
   drop2 = register_module("drop2", std::make_shared<Dropout>(drop));
 }
 
 Tensor Mlp::forward(const Tensor& x) {
+  const bool dropping = is_training() && (drop1->p > 0.f || drop2->p > 0.f);
+  if (fused && !dropping) return fused_mlp(x, fc1->weight, fc1->bias, fc2->weight, fc2->bias, act_kind_);
   return drop2->forward(fc2->forward(drop1->forward(act->forward(fc1->forward(x)))));
 }
 

@@ -1,8 +1,13 @@
 // timm Mlp: fc1 -> act -> drop -> fc2 -> drop.
+//
+// Without active dropout the forward is one fused_mlp op (core/ops/fused_mlp.h), which
+// recomputes act(fc1(x)) in the backward instead of keeping it; with dropout on in
+// training it runs the modules one by one. Both give the same values and gradients.
 #pragma once
 #include <memory>
 #include <string>
 
+#include "core/ops/fused_mlp.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
 
@@ -17,6 +22,11 @@ class Mlp : public Module {
   std::shared_ptr<Linear> fc1, fc2;
   std::shared_ptr<Module> act;
   std::shared_ptr<Dropout> drop1, drop2;
+  // false: always run the modules one by one (the oracle the fused path is tested against).
+  bool fused = true;
+
+ private:
+  MlpActivation act_kind_ = MlpActivation::Gelu;
 };
 
 }  // namespace sima

@@ -5,20 +5,16 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/ops/activation_fns.h"
 #include "core/ops/elementwise_kernels.h"
 #include "core/ops/vmath.h"
 
 namespace sima {
 
-namespace {
-constexpr float kInvSqrt2 = 0.70710678118654752f;     // 1/√2
-constexpr float kInvSqrt2Pi = 0.39894228040143268f;   // 1/√(2π)
-}  // namespace
-
-// relu' = 1 where x > 0 (0 at 0, as PyTorch)
+// relu' = 1 where x > 0 (0 at 0, as PyTorch); the scalar functions are in activation_fns.h
 Tensor relu(const Tensor& x) {
-  return unary_op("relu", x, [](float v) { return v > 0.f ? v : 0.f; },
-                  [](float v, float) { return v > 0.f ? 1.f : 0.f; }, kGrainElementwise);
+  return unary_op("relu", x, [](float v) { return ReluFn::f(v); },
+                  [](float v, float) { return ReluFn::df(v); }, kGrainElementwise);
 }
 
 // relu6' = 1 on the open interval (0, 6)
@@ -27,24 +23,14 @@ Tensor relu6(const Tensor& x) {
                   [](float v, float) { return v > 0.f && v < 6.f ? 1.f : 0.f; }, kGrainElementwise);
 }
 
-// gelu(x) = x·Φ(x), Φ(x) = (1 + erf(x/√2))/2
-// gelu'(x) = Φ(x) + x·φ(x), φ(x) = e^(−x²/2)/√(2π)
 Tensor gelu(const Tensor& x) {
-  return unary_op("gelu", x, [](float v) { return 0.5f * v * (1.f + erf_fast(v * kInvSqrt2)); },
-                  [](float v, float) {
-                    float cdf = 0.5f * (1.f + erf_fast(v * kInvSqrt2));
-                    float pdf = kInvSqrt2Pi * exp_fast(-0.5f * v * v);
-                    return cdf + v * pdf;
-                  });
+  return unary_op("gelu", x, [](float v) { return GeluFn::f(v); },
+                  [](float v, float) { return GeluFn::df(v); });
 }
 
-// quick_gelu(x) = x·σ(1.702x);  d/dx = σ(1.702x) + 1.702·x·σ(1.702x)(1 − σ(1.702x))
 Tensor quick_gelu(const Tensor& x) {
-  return unary_op("quick_gelu", x, [](float v) { return v * sigmoid_fast(1.702f * v); },
-                  [](float v, float) {
-                    float s = sigmoid_fast(1.702f * v);
-                    return s + 1.702f * v * s * (1.f - s);
-                  });
+  return unary_op("quick_gelu", x, [](float v) { return QuickGeluFn::f(v); },
+                  [](float v, float) { return QuickGeluFn::df(v); });
 }
 
 // elu(x) = x (x > 0), α(eˣ − 1) (x ≤ 0);  d/dx = 1 or α·eˣ = y + α

@@ -22,6 +22,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops/gemm.h"
+#include "core/ops/linear_kernels.h"
 #include "core/parallel.h"
 
 namespace sima {
@@ -175,8 +176,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 
 // ---- linear -------------------------------------------------------------------
 // x (..., in) viewed as (R, in), weight (out, in), bias (out) -> y (..., out) viewed as (R, out)
-//   y = x · Wᵀ + b: the bias is written into every row of y first, then one sgemm adds
-//   x · Wᵀ to it (beta = 1).
+//   y = x · Wᵀ + b (linear_rows in linear_kernels.h)
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   check(x.defined() && w.defined(), "linear: undefined input or weight");
   check(x.dim() >= 1 && w.dim() == 2, "linear: input ", x.shape(), " and weight ", w.shape(),
@@ -190,15 +190,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   Shape ys = x.shape();
   ys[ys.ndim() - 1] = out;
   Tensor y = empty(ys);
-  float* py = y.data();
-  if (bias.defined()) {
-    const float* pb = bias.data();
-    parallel_for(R, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, out)),
-                 [&](int64_t r0, int64_t r1) {
-                   for (int64_t r = r0; r < r1; ++r) std::copy(pb, pb + out, py + r * out);
-                 });
-  }
-  gemm(false, true, R, out, in, x.data(), w.data(), bias.defined() ? 1.f : 0.f, py);
+  if (bias.defined()) linear_rows(x.data(), w.data(), bias.data(), y.data(), R, out, in);
+  else gemm(false, true, R, out, in, x.data(), w.data(), 0.f, y.data());
 
   if (needs_grad(x, w, bias))
     attach_grad_fn(y, "linear", {x, w, bias}, [xs = x.detach(), ws = w.detach(), R, in, out,
@@ -215,18 +208,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
         gw = empty(ws.shape());
         gemm(true, false, out, in, R, gy.data(), xs.data(), 0.f, gw.data());
       }
-      if (rb) {  // db (out) = column sums of dy; columns split across threads, rows in order
-        gb = zeros(Shape{out});
-        const float* pg = gy.data();
-        float* pb = gb.data();
-        parallel_for(out, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, R)),
-                     [&](int64_t j0, int64_t j1) {
-                       for (int64_t r = 0; r < R; ++r) {
-                         const float* row = pg + r * out;
-                         for (int64_t j = j0; j < j1; ++j) pb[j] += row[j];
-                       }
-                     });
-      }
+      if (rb) gb = bias_grad(gy.data(), R, out);  // db (out) = column sums of dy
       return {gx, gw, gb};
     });
   return y;
