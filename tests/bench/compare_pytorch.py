@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""sima.cpp against PyTorch (CPU), side by side: `sima-bench model --json` and a PyTorch peer
+on the same model, batch and thread count, one run after the other in one process sequence.
+
+Cases (--cases, comma list; each with softmax and sima attention):
+  deit_tiny       DeiT D=192, depth 12, 3 heads, 32x32 RGB, patch 4, batch 64
+                  ours:  --model '{"name":"deit_tiny_patch4_32","drop_path_rate":0,"attention":{"type":A}}'
+                  peer:  ../shared/bench/pytorch_peer.py --attn A (its default model)
+  quickstart_cvt  the CvT of configs/quickstart.json (28x28 grey, 10 classes), batch 64
+                  ours:  --model <configs/quickstart.json's "model"> with "attention":{"type":A}
+                  peer:  tests/bench/cvt_peer.py --attn A (its twin, same layers and parameters)
+
+Per round, case and attention: sima-bench (OMP_NUM_THREADS=T), then the peer (--threads T,
+OMP_NUM_THREADS=T), the order swapped every other round so machine noise hits both sides.
+Batch-1 latency: sima-bench's latency_b1_ms; the CvT peer's --latency (median of 50);
+for the DeiT peer one more run with --batch 1 --steps 30, latency = 1000 / infer_img_s.
+The median over --rounds of every metric goes in the table; ratios are ours / torch (so > 1 is
+better for img/s, worse for ms and MiB). RSS is each whole process's peak (getrusage): the peers'
+include the Python interpreter and libtorch. The peers train with plain cross-entropy and
+AdamW(lr 1e-3, wd 0.01 on every parameter); sima-bench with label smoothing 0.1 and AdamW
+(wd 0.05, none on norms/biases/tokens): the same work per step to within the elementwise updates.
+On a shared machine the numbers swing by large factors (an OpenMP team of T threads stalls
+whenever one of its cores is taken): the driver warns when the load average before it starts
+leaves fewer than T cores free, and logs the load average before every run in --json (a
+rough hint: it includes the previous runs of this driver).
+
+Needs Debian's python3-torch for the peers (run them with /usr/bin/python3, --python to change).
+The check run (about a minute at 2 threads on an idle 2-core machine):
+  python3 tests/bench/compare_pytorch.py --rounds 1 --cases quickstart_cvt --reps 3 --steps 5
+The full comparison (deit_tiny takes several minutes per round):
+  python3 tests/bench/compare_pytorch.py --threads 2 --rounds 3 --json /tmp/compare.json
+"""
+import argparse, json, os, shlex, statistics, subprocess, sys, time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+CASES = ("deit_tiny", "quickstart_cvt")
+ATTNS = ("softmax", "sima")
+BATCH = 64
+OURS_KEYS = ("train_img_per_s", "infer_img_per_s", "latency_b1_ms", "peak_rss_mb", "fraction_of_sgemm_peak",
+             "train_step_ms", "infer_ms", "parameters")
+PEER_KEYS = ("train_img_s", "infer_img_s", "latency_b1_ms", "peak_rss_mb", "train_step_ms", "parameters")
+
+
+def die(msg):
+    sys.exit(f"error: {msg}")
+
+
+def run_json(cmd, threads, what, timeout):
+    """Runs cmd with OMP_NUM_THREADS=threads; returns the last stdout line parsed as JSON."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    t0, load = time.perf_counter(), os.getloadavg()[0]
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError as e:
+        die(f"{what}: cannot run {cmd[0]} ({e.strerror})")
+    except subprocess.TimeoutExpired:
+        die(f"{what}: no result after {timeout} s: {shlex.join(cmd)}")
+    tail = " | ".join(line for line in (p.stderr or "").strip().splitlines()[-5:]) or "(no stderr)"
+    if p.returncode != 0:
+        die(f"{what} exited with {p.returncode}: {tail}  [{shlex.join(cmd)}]")
+    lines = [line for line in p.stdout.strip().splitlines() if line.strip()]
+    try:
+        out = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        die(f"{what} printed no JSON line (stdout: {p.stdout.strip()[-200:]!r}; stderr: {tail})")
+    print(f"  {what}: {time.perf_counter() - t0:.1f} s (load average before: {load:.2f})", file=sys.stderr,
+          flush=True)
+    out["_load_before"] = load  # the 1-minute load average when the run started
+    return out
+
+
+def ours_model(case, attn):
+    if case == "deit_tiny":
+        return {"name": "deit_tiny_patch4_32", "drop_path_rate": 0, "attention": {"type": attn}}
+    path = os.path.join(ROOT, "configs", "quickstart.json")
+    try:
+        with open(path) as f:
+            model = dict(json.load(f)["model"])
+    except (OSError, ValueError, KeyError) as e:
+        die(f"cannot read the quickstart model from {path} ({e})")
+    model["attention"] = {**model.get("attention", {}), "type": attn}
+    return model
+
+
+def run_ours(a, case, attn):
+    cmd = [a.sima_bench, "model", "--model", json.dumps(ours_model(case, attn), separators=(",", ":")),
+           "--batch", str(BATCH), "--json"]
+    if a.reps:
+        cmd += ["--reps", str(a.reps)]
+    r = run_json(cmd, a.threads, f"sima-bench {case} {attn}", a.timeout)
+    return {"cmd": cmd, "raw": [r], **{k: r.get(k) for k in OURS_KEYS}}
+
+
+def run_peer(a, case, attn):
+    steps = ["--steps", str(a.steps)] if a.steps else []
+    base = [a.python, a.peer if case == "deit_tiny" else a.cvt_peer, "--attn", attn, "--threads", str(a.threads)]
+    if case == "deit_tiny":
+        cmd = base + ["--batch", str(BATCH)] + steps
+        r = run_json(cmd, a.threads, f"pytorch peer {case} {attn}", a.timeout)
+        cmd1 = base + ["--batch", "1", "--steps", "30"]
+        r1 = run_json(cmd1, a.threads, f"pytorch peer {case} {attn} batch 1", a.timeout)
+        if not r1.get("infer_img_s"):
+            die(f"pytorch peer {case} {attn} batch 1: no infer_img_s in {r1}")
+        r["latency_b1_ms"] = 1000.0 / r1["infer_img_s"]
+        return {"cmd": cmd, "cmd_b1": cmd1, "raw": [r, r1], **{k: r.get(k) for k in PEER_KEYS}}
+    cmd = base + ["--batch", str(BATCH), "--latency"] + steps
+    r = run_json(cmd, a.threads, f"pytorch peer {case} {attn}", a.timeout)
+    return {"cmd": cmd, "raw": [r], **{k: r.get(k) for k in PEER_KEYS}}
+
+
+def median(runs, key):
+    vals = [r[key] for r in runs if isinstance(r.get(key), (int, float))]
+    return statistics.median(vals) if vals else None
+
+
+def fmt(x, digits=1):
+    return "—" if x is None else f"{x:,.{digits}f}"
+
+
+def ratio(x, y):
+    return "—" if x is None or y is None or y == 0 else f"{x / y:.2f}"
+
+
+def main():
+    p = argparse.ArgumentParser(description="sima-bench against the PyTorch peers, side by side.")
+    p.add_argument("--sima-bench", default=os.path.join(ROOT, "build", "bin", "sima-bench"))
+    p.add_argument("--peer", default=os.path.normpath(os.path.join(ROOT, "..", "shared", "bench", "pytorch_peer.py")),
+                   help="the shared DeiT peer")
+    p.add_argument("--cvt-peer", default=os.path.join(ROOT, "tests", "bench", "cvt_peer.py"))
+    p.add_argument("--python", default="/usr/bin/python3", help="the Python with torch, for the peers")
+    p.add_argument("--cases", default=",".join(CASES), help="comma list of: " + ", ".join(CASES))
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--reps", type=int, default=0, help="sima-bench --reps (0: its default)")
+    p.add_argument("--steps", type=int, default=0, help="the peers' --steps (0: their default)")
+    p.add_argument("--timeout", type=int, default=1800, help="seconds allowed per run")
+    p.add_argument("--json", metavar="FILE", help="write every raw run and the medians here")
+    a = p.parse_args()
+
+    cases = [c.strip() for c in a.cases.split(",") if c.strip()]
+    for c in cases:
+        if c not in CASES:
+            die(f"--cases: unknown case '{c}' (known: {', '.join(CASES)})")
+    if not cases:
+        die("--cases is empty")
+    for name, v in (("--rounds", a.rounds), ("--threads", a.threads), ("--timeout", a.timeout)):
+        if v < 1:
+            die(f"{name} must be >= 1, got {v}")
+    if a.reps < 0 or a.steps < 0:
+        die("--reps and --steps must be >= 0")
+    if not (os.path.isfile(a.sima_bench) and os.access(a.sima_bench, os.X_OK)):
+        die(f"sima-bench not found at {a.sima_bench} (cmake --build build --target sima-bench, or pass --sima-bench)")
+    for flag, path, needed in (("--peer", a.peer, "deit_tiny" in cases),
+                               ("--cvt-peer", a.cvt_peer, "quickstart_cvt" in cases)):
+        if needed and not os.path.isfile(path):
+            die(f"the PyTorch peer is missing: {path} (pass {flag})")
+    if not os.path.isfile(a.python):
+        die(f"{a.python} not found (the peers need a Python with torch: pass --python)")
+
+    load0, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load0 + a.threads > cores + 0.5:
+        print(f"warning: load average {load0:.2f} on {cores} cores before starting: with {a.threads} threads "
+              "the runs share cores with other work and the numbers will be noisy", file=sys.stderr)
+    runs = {(c, at): {"ours": [], "torch": []} for c in cases for at in ATTNS}
+    for rnd in range(a.rounds):
+        for c in cases:
+            for at in ATTNS:
+                print(f"[round {rnd + 1}/{a.rounds}] {c} {at}", file=sys.stderr, flush=True)
+                order = (("ours", run_ours), ("torch", run_peer))
+                for side, fn in order if rnd % 2 == 0 else order[::-1]:
+                    runs[(c, at)][side].append({"round": rnd, **fn(a, c, at)})
+
+    med = {}
+    for (c, at), sides in runs.items():
+        med[(c, at)] = {side: {k: median(rs, k) for k in (OURS_KEYS if side == "ours" else PEER_KEYS)}
+                        for side, rs in sides.items()}
+        po, pt = med[(c, at)]["ours"]["parameters"], med[(c, at)]["torch"]["parameters"]
+        if po is not None and pt is not None and po != pt:
+            print(f"warning: {c} {at}: {po:,.0f} parameters here, {pt:,.0f} in the PyTorch peer: "
+                  "the twin no longer matches the model", file=sys.stderr)
+
+    print(f"\nsima.cpp vs PyTorch, {a.threads} threads, batch {BATCH}, median of {a.rounds} round(s); "
+          f"ratio = ours / torch; load average {load0:.2f} on {cores} cores at the start\n")
+    print("| case | attn | ours train img/s | torch train img/s | ratio | ours infer img/s | torch | ratio "
+          "| ours b1 ms | torch b1 ms | ratio | ours RSS MiB | torch RSS | ratio | % SGEMM peak |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for (c, at), m in med.items():
+        o, t = m["ours"], m["torch"]
+        frac = o["fraction_of_sgemm_peak"]
+        print(f"| {c} | {at} | {fmt(o['train_img_per_s'])} | {fmt(t['train_img_s'])} "
+              f"| {ratio(o['train_img_per_s'], t['train_img_s'])} | {fmt(o['infer_img_per_s'])} "
+              f"| {fmt(t['infer_img_s'])} | {ratio(o['infer_img_per_s'], t['infer_img_s'])} "
+              f"| {fmt(o['latency_b1_ms'], 2)} | {fmt(t['latency_b1_ms'], 2)} "
+              f"| {ratio(o['latency_b1_ms'], t['latency_b1_ms'])} | {fmt(o['peak_rss_mb'])} "
+              f"| {fmt(t['peak_rss_mb'])} | {ratio(o['peak_rss_mb'], t['peak_rss_mb'])} "
+              f"| {fmt(None if frac is None else 100 * frac)} |")
+
+    print("\nSimA vs softmax: throughput ratio sima / softmax (> 1: SimA faster)\n")
+    print("| case | ours train | ours infer | torch train | torch infer |")
+    print("|---|--:|--:|--:|--:|")
+    for c in cases:
+        s, x = med[(c, "sima")], med[(c, "softmax")]
+        print(f"| {c} | {ratio(s['ours']['train_img_per_s'], x['ours']['train_img_per_s'])} "
+              f"| {ratio(s['ours']['infer_img_per_s'], x['ours']['infer_img_per_s'])} "
+              f"| {ratio(s['torch']['train_img_s'], x['torch']['train_img_s'])} "
+              f"| {ratio(s['torch']['infer_img_s'], x['torch']['infer_img_s'])} |")
+
+    if a.json:
+        out = {"argv": sys.argv, "threads": a.threads, "rounds": a.rounds, "batch": BATCH, "cores": cores,
+               "load_average_at_start": load0,
+               "results": [{"case": c, "attn": at, "runs": runs[(c, at)], "medians": med[(c, at)]}
+                           for (c, at) in runs]}
+        try:
+            with open(a.json, "w") as f:
+                json.dump(out, f, indent=1)
+        except OSError as e:
+            die(f"--json: cannot write {a.json} ({e.strerror})")
+        print(f"\nraw runs and medians: {a.json}")
+
+
+if __name__ == "__main__":
+    main()
