@@ -1,10 +1,11 @@
 // sima-bench: speed of attention blocks and whole models (train/benchmark.h).
 //
 //   sima-bench attention [--n N] [--dim D] [--heads H] [--batch B] [--variants all|a,b,..]
-//                        [--order auto|qk_first|kv_first] [--preset table3] [--reps K] [--json]
+//                        [--order LIST] [--preset table3|fig1_tokens|fig1_dim] [--reps K] [--json]
 //   sima-bench model --model NAME|JSON [--batch B] [--img S] [--reps K] [--json]
 //
-// --preset table3 runs the SimA paper's Table 3 shapes: (N=256, d=64, h=8) and (N=64, C=256, h=8).
+// --preset runs the SimA paper's shapes (attention_preset in train/benchmark.h): Table 3, and the
+// Figure 1 sweeps over resolution (tokens) and width, SimA in each pinned order and auto.
 // Compare with PyTorch in the same session: /usr/bin/python3 ../shared/bench/pytorch_peer.py.
 #include <cstdio>
 #include <iostream>
@@ -34,26 +35,20 @@ int run_attention(int argc, const char* const* argv) {
   cli.flag("heads", "H", "heads", false, "8");
   cli.flag("batch", "B", "batch size", false, "8");
   cli.flag("variants", "LIST", "all, or a comma-separated list of variants", false, "all");
-  cli.flag("order", "ORDER", "SimA's product order: auto | qk_first | kv_first", false, "auto");
-  cli.flag("preset", "NAME", "table3: the paper's Table 3 shapes (overrides --n/--dim/--heads/--batch)");
+  cli.flag("order", "LIST", "SimA's product orders, comma-separated: auto | qk_first | kv_first", false, "auto");
+  cli.flag("preset", "NAME",
+           "the paper's shapes: table3 | fig1_tokens | fig1_dim (overrides --n/--dim/--heads/--batch/--order)");
   cli.flag("reps", "K", "timed runs per measurement (median)", false, "7");
   cli.option("json", "one JSON object per line instead of the table");
   if (!cli.parse(argc, argv)) return cli.exit_code();
   std::vector<AttentionBenchConfig> shapes;
   AttentionBenchConfig base;
   if (cli.get("variants") != "all") base.variants = split_commas(cli.get("variants"));
-  base.order = cli.get("order");
-  check(base.order == "auto" || base.order == "qk_first" || base.order == "kv_first", "--order: '", base.order,
-        "' is not one of: auto, qk_first, kv_first");
+  base.orders = split_commas(cli.get("order"));
   base.timing.reps = int(cli.get_int("reps"));
-  if (cli.get("preset") == "table3") {
-    for (auto [n, dim] : {std::pair<int64_t, int64_t>{256, 512}, {64, 256}}) {
-      AttentionBenchConfig c = base;
-      c.batch = 8, c.tokens = n, c.dim = dim, c.heads = 8;
-      shapes.push_back(c);
-    }
+  if (!cli.get("preset").empty()) {
+    shapes = attention_preset(cli.get("preset"), base);
   } else {
-    check(cli.get("preset").empty(), "--preset: '", cli.get("preset"), "' is not one of: table3");
     base.tokens = cli.get_int("n"), base.dim = cli.get_int("dim"), base.heads = cli.get_int("heads");
     base.batch = cli.get_int("batch");
     shapes.push_back(base);

@@ -50,17 +50,28 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg) 
   int64_t H = int64_t(std::llround(std::sqrt(double(cfg.tokens)))), W = H;
   if (H * W != cfg.tokens) H = cfg.tokens, W = 1;
 
-  std::vector<AttentionBenchRow> rows;
+  for (auto& o : cfg.orders)
+    check(o == "auto" || o == "qk_first" || o == "kv_first", "attention bench: order '", o,
+          "' is not one of: auto, qk_first, kv_first");
+  // One run per variant, and per order for SimA.
+  std::vector<std::pair<std::string, std::string>> runs;  // (variant, order)
   for (const std::string& name : variants) {
+    if (name != "sima") runs.emplace_back(name, "");
+    else
+      for (const std::string& o : cfg.orders) runs.emplace_back(name, o);
+  }
+
+  std::vector<AttentionBenchRow> rows;
+  for (const auto& [name, order] : runs) {
     AttentionBenchRow row;
     row.variant = name;
-    if (name == "sima") row.order = cfg.order;
+    row.order = order;
     try {
       AttentionOptions opt;
       opt.variant = name;
       opt.dim = cfg.dim;
       opt.num_heads = cfg.heads;
-      if (name == "sima") opt.order = cfg.order;
+      if (name == "sima") opt.order = order;
       auto attn = make_attention(opt);
       Tensor x = randn({cfg.batch, cfg.tokens, cfg.dim});
       Tensor gy = randn({cfg.batch, cfg.tokens, cfg.dim});
@@ -90,6 +101,31 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg) 
     rows.push_back(row);
   }
   return rows;
+}
+
+std::vector<std::string> attention_preset_names() { return {"table3", "fig1_tokens", "fig1_dim"}; }
+
+std::vector<AttentionBenchConfig> attention_preset(const std::string& name, const AttentionBenchConfig& base) {
+  auto shape = [&](int64_t batch, int64_t tokens, int64_t dim, int64_t heads, std::vector<std::string> orders) {
+    AttentionBenchConfig c = base;
+    c.batch = batch, c.tokens = tokens, c.dim = dim, c.heads = heads, c.orders = std::move(orders);
+    return c;
+  };
+  std::vector<AttentionBenchConfig> out;
+  if (name == "table3") {
+    out.push_back(shape(8, 256, 512, 8, {"qk_first", "auto"}));
+    out.push_back(shape(8, 64, 256, 8, {"kv_first", "auto"}));
+  } else if (name == "fig1_tokens") {
+    for (int64_t img : {224, 320, 448, 640, 896})
+      out.push_back(shape(1, (img / 16) * (img / 16) + 1, 384, 6, {"qk_first", "kv_first", "auto"}));
+  } else if (name == "fig1_dim") {
+    for (int64_t d : {16, 32, 64, 128, 256}) out.push_back(shape(1, 197, 8 * d, 8, {"qk_first", "kv_first", "auto"}));
+  } else {
+    std::string names;
+    for (auto& n : attention_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    fail("attention bench: preset '", name, "' is not one of: ", names);
+  }
+  return out;
 }
 
 json to_json(const AttentionBenchRow& r, const AttentionBenchConfig& cfg) {

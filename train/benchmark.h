@@ -26,7 +26,8 @@ struct AttentionBenchConfig {
   int64_t dim = 512;     // C = heads · head width
   int64_t heads = 8;
   std::vector<std::string> variants;  // empty: every variant
-  std::string order = "auto";         // SimA's product order: auto | qk_first | kv_first
+  // SimA's product orders, one row each: auto | qk_first | kv_first
+  std::vector<std::string> orders = {"auto"};
   TimingOptions timing;
 };
 
@@ -41,6 +42,18 @@ struct AttentionBenchRow {
 };
 
 std::vector<std::string> attention_variant_names();
+
+// The paper's shapes (SimA, Table 3 and Figure 1), each a list of configs built on `base`
+// (its variants and timing kept). SimA runs with the order the paper pins for the shape
+// and with auto (and both orders in the Figure 1 sweeps, where the crossover is the point):
+//   table3       B=8: N=256, C=512, h=8 (d=64; pinned qk_first, the products softmax does) and
+//                N=64, C=256, h=8 (d=32; pinned kv_first, the products XCA/SOFT do)
+//   fig1_tokens  resolution sweep at fixed width: DeiT-S (C=384, h=6, d=64), patch 16, B=1,
+//                images 224/320/448/640/896 -> N = 197, 401, 785, 1601, 3137
+//   fig1_dim     width sweep at fixed resolution: N=197 (224/16), h=8, B=1, d = 16..256
+//                (C = 128..2048)
+std::vector<AttentionBenchConfig> attention_preset(const std::string& name, const AttentionBenchConfig& base);
+std::vector<std::string> attention_preset_names();
 std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg);
 nlohmann::json to_json(const AttentionBenchRow& row, const AttentionBenchConfig& cfg);
 

@@ -1,14 +1,19 @@
 // The measurements behind sima-bench: the GEMM FLOP counter, exp() counts per variant
-// (the paper's Table 1 column), model-bench bookkeeping and errors.
+// (the paper's Table 1 column), SimA's product orders and the paper's presets, model-bench
+// bookkeeping and errors; then the sima-bench binary itself in each mode on tiny shapes,
+// so the app never rots.
 #include <doctest/doctest.h>
 
 #include "core/flops.h"
 #include "core/ops.h"
+#include "app_testing.h"
 #include "testing.h"
 #include "train/benchmark.h"
 
 using namespace sima;
 using sima::testing::error_message;
+using sima::testing::Run;
+using sima::testing::run_app;
 
 TEST_CASE("bench: the GEMM counter adds 2·m·n·k per product (matmul and linear)") {
   Tensor a = randn({3, 5, 7}), b = randn({7, 4});
@@ -59,6 +64,55 @@ TEST_CASE("bench: bad attention shapes and variants are errors") {
           c.variants = {"mamba"};
           bench_attention(c);
         }) == "attention bench: unknown variant 'mamba'");
+  CHECK(error_message([] {
+          AttentionBenchConfig c;
+          c.orders = {"kv_first", "backwards"};
+          bench_attention(c);
+        }) == "attention bench: order 'backwards' is not one of: auto, qk_first, kv_first");
+  CHECK(error_message([] { attention_preset("table4", {}); }) ==
+        "attention bench: preset 'table4' is not one of: table3, fig1_tokens, fig1_dim");
+}
+
+TEST_CASE("bench: SimA runs once per order, each doing its own products") {
+  AttentionBenchConfig c;
+  c.batch = 1, c.tokens = 16, c.dim = 64, c.heads = 2;  // N = 16, d = 32
+  c.timing = {.warmup = 0, .reps = 1};
+  c.variants = {"sima", "softmax"};
+  c.orders = {"qk_first", "kv_first", "auto"};
+  auto rows = bench_attention(c);
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[0].order == "qk_first");
+  CHECK(rows[1].order == "kv_first");
+  CHECK(rows[2].order == "auto");
+  CHECK(rows[3].variant == "softmax");
+  CHECK(rows[3].order.empty());
+  // core products: qk_first 2·(N·N·d)·2 per head, kv_first 2·(N·d·d)·2; the linears are shared
+  const double h = 2, N = 16, d = 32, linears = 2.0 * N * 64 * 4 * 64;
+  CHECK(rows[0].gemm_gflop * 1e9 == doctest::Approx(linears + h * 4.0 * N * N * d));
+  CHECK(rows[1].gemm_gflop * 1e9 == doctest::Approx(linears + h * 4.0 * N * d * d));
+  CHECK(rows[2].gemm_gflop == doctest::Approx(rows[0].gemm_gflop));  // N < d: auto picks qk_first
+}
+
+TEST_CASE("bench: the paper's presets") {
+  AttentionBenchConfig base;
+  base.variants = {"sima"};
+  auto t3 = attention_preset("table3", base);
+  REQUIRE(t3.size() == 2);
+  CHECK((t3[0].batch == 8 && t3[0].tokens == 256 && t3[0].dim == 512 && t3[0].heads == 8));
+  CHECK((t3[1].tokens == 64 && t3[1].dim == 256 && t3[1].heads == 8));
+  CHECK(t3[0].orders == std::vector<std::string>{"qk_first", "auto"});
+  CHECK(t3[1].orders == std::vector<std::string>{"kv_first", "auto"});
+  CHECK(t3[0].variants == base.variants);
+  auto tokens = attention_preset("fig1_tokens", base);
+  REQUIRE(tokens.size() == 5);
+  CHECK(tokens[0].tokens == 197);  // 224 / 16 = 14, 14² + cls
+  CHECK(tokens[4].tokens == 3137);
+  for (auto& c : tokens) CHECK((c.dim == 384 && c.heads == 6 && c.batch == 1 && c.orders.size() == 3));
+  auto dims = attention_preset("fig1_dim", base);
+  REQUIRE(dims.size() == 5);
+  CHECK(dims[0].dim == 8 * 16);
+  CHECK(dims[4].dim == 8 * 256);
+  for (auto& c : dims) CHECK((c.tokens == 197 && c.heads == 8));
 }
 
 TEST_CASE("bench: a model bench reports consistent rates") {
@@ -74,4 +128,49 @@ TEST_CASE("bench: a model bench reports consistent rates") {
   CHECK(r.sgemm_peak_gflop_per_s > 0);
   CHECK(r.peak_rss_mb > 1);
   CHECK(to_json(r)["fraction_of_sgemm_peak"].get<double>() > 0);
+}
+
+// ---- the sima-bench binary ----------------------------------------------------------------
+
+TEST_CASE("sima-bench: each mode runs on tiny shapes and prints JSON") {
+  Run att = run_app("sima-bench attention --n 16 --dim 32 --heads 2 --batch 1 --reps 1 --variants softmax,sima "
+                    "--order qk_first,kv_first --json");
+  INFO(att.err);
+  REQUIRE(att.status == 0);
+  std::vector<nlohmann::json> rows;
+  std::stringstream lines(att.out);
+  for (std::string line; std::getline(lines, line);) rows.push_back(nlohmann::json::parse(line));
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0]["variant"] == "softmax");
+  CHECK(rows[1]["order"] == "qk_first");
+  CHECK(rows[2]["order"] == "kv_first");
+  for (auto& r : rows) CHECK(r["train_ms"].get<double>() > 0);
+
+  Run table = run_app("sima-bench attention --n 16 --dim 32 --heads 2 --batch 1 --reps 1 --variants xca");
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("xca") != std::string::npos);
+
+  Run model = run_app(
+      "sima-bench model --model '{\"name\":\"deit_tiny_patch4_28_sima\",\"embed_dim\":16,\"depth\":1,"
+      "\"num_heads\":2}' --batch 2 --reps 1 --json");
+  INFO(model.err);
+  REQUIRE(model.status == 0);
+  nlohmann::json m = nlohmann::json::parse(model.out);
+  for (const char* key : {"train_img_per_s", "infer_img_per_s", "latency_b1_ms", "peak_rss_mb",
+                          "fraction_of_sgemm_peak", "train_gemm_gflop", "parameters"})
+    CHECK(m.contains(key));
+  CHECK(m["batch"] == 2);
+}
+
+TEST_CASE("sima-bench: bad flags and values are one-line errors") {
+  Run no_mode = run_app("sima-bench");
+  CHECK(no_mode.status == 2);
+  Run bad_preset = run_app("sima-bench attention --preset table9");
+  CHECK(bad_preset.status == 1);
+  CHECK(bad_preset.err.find("preset 'table9' is not one of") != std::string::npos);
+  Run bad_model = run_app("sima-bench model --model '{\"name\":' --reps 1");
+  CHECK(bad_model.status == 1);
+  CHECK(bad_model.err.find("--model: not valid JSON") != std::string::npos);
+  Run no_model = run_app("sima-bench model");
+  CHECK(no_model.status == 2);
 }

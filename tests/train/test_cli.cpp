@@ -19,6 +19,7 @@
 #include "models/checkpoint.h"
 #include "models/registry.h"
 #include "data/temp_dir.h"
+#include "app_testing.h"
 #include "testing.h"
 #include "train/cli.h"
 #include "train/evaluate.h"
@@ -181,34 +182,6 @@ TEST_CASE("cli: get_int and get_double name the flag of a malformed value; undec
 }
 
 // ---- the sima-eval binary -----------------------------------------------------------
-
-namespace {
-
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
-// Runs SIMA_BIN_DIR/<command line> with stdout and stderr captured.
-Run run_app(const std::string& args) {
-  TempDir dir;
-  const std::string out = dir.file("out.txt"), err = dir.file("err.txt");
-  const std::string cmd = std::string(SIMA_BIN_DIR) + "/" + args + " >" + out + " 2>" + err;
-  const int raw = std::system(cmd.c_str());
-  Run r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  auto slurp = [](const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  };
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-}  // namespace
 
 TEST_CASE("sima-eval: --help, a bad flag, a missing checkpoint") {
   Run help = run_app("sima-eval --help");
