@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/ops/conv.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/matmul.h"
 #include "core/ops/shape_ops.h"
@@ -28,6 +29,13 @@ Tensor CvtConvProjection::forward(const Tensor& grid) {
   Tensor y = bn->forward(conv->forward(grid));  // (B, C, H', W')
   const int64_t B = y.size(0), C = y.size(1);
   return permute(reshape(y, {B, C, y.size(2) * y.size(3)}), {0, 2, 1});  // (B, H'W', C)
+}
+
+Tensor CvtConvProjection::forward_tokens(const Tensor& tokens, int64_t H, int64_t W) {
+  const int64_t B = tokens.size(0), C = tokens.size(2);
+  Tensor y = conv2d_depthwise_channels_last(reshape(tokens, {B, H, W, C}), conv->weight, conv->bias, conv->stride,
+                                            conv->padding);  // (B, H', W', C)
+  return reshape(bn->forward_channels_last(y), {B, y.size(1) * y.size(2), C});
 }
 
 // ---- cores ----------------------------------------------------------------------
@@ -91,12 +99,15 @@ Tensor CvtAttention::forward(const Tensor& x, int64_t H, int64_t W) {
   const int64_t B = x.size(0);
   Tensor cls = T ? narrow(x, 1, 0, 1) : Tensor();                             // (B, 1, C)
   Tensor tokens = T ? narrow(x, 1, 1, H * W) : x;                             // (B, HW, C)
-  Tensor grid = reshape(permute(tokens, {0, 2, 1}), {B, dim, H, W});          // (B, C, H, W)
   auto with_cls = [&](const Tensor& t) { return T ? cat({cls, t}, 1) : t; };  // (B, T + n, C)
 
-  Tensor q = to_heads(proj_q->forward(with_cls(conv_proj_q->forward(grid))));  // (B, h, Nq, d)
-  Tensor v = to_heads(proj_v->forward(with_cls(conv_proj_v->forward(grid))));  // (B, h, Nk, d)
-  Tensor k = conv_proj_k ? to_heads(proj_k->forward(with_cls(conv_proj_k->forward(grid)))) : q;
+  // conv projections on the tokens as a channels-last (B, H, W, C) grid
+  auto project = [&](CvtConvProjection& conv, Linear& linear) {
+    return to_heads(linear.forward(with_cls(conv.forward_tokens(tokens, H, W))));
+  };
+  Tensor q = project(*conv_proj_q, *proj_q);                        // (B, h, Nq, d)
+  Tensor v = project(*conv_proj_v, *proj_v);                        // (B, h, Nk, d)
+  Tensor k = conv_proj_k ? project(*conv_proj_k, *proj_k) : q;
 
   const int64_t Nq = q.size(2);
   Tensor o = reshape(permute(core->core(q, k, v, H, W), {0, 2, 1, 3}), {B, Nq, dim});  // (B, Nq, C)

@@ -47,6 +47,9 @@ class CvtConvProjection : public Module {
  public:
   CvtConvProjection(int64_t dim, int64_t stride);
   Tensor forward(const Tensor& grid) override;  // (B, C, H, W) -> (B, H'W', C)
+  // The same on the tokens themselves, a channels-last grid: (B, H·W, C) -> (B, H'W', C),
+  // without permuting to NCHW and back (what CvtAttention runs; forward() is its oracle).
+  Tensor forward_tokens(const Tensor& tokens, int64_t H, int64_t W);
   std::shared_ptr<Conv2d> conv;
   std::shared_ptr<BatchNorm2d> bn;
 };

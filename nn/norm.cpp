@@ -1,5 +1,7 @@
 #include "nn/norm.h"
 
+#include "core/ops/shape_ops.h"
+
 #include "core/error.h"
 #include "core/ops/norm.h"
 
@@ -34,6 +36,16 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
         " must be (B, ", num_features, ", H, W)");
   if (is_training()) num_batches_tracked.data()[0] += 1.f;
   return batch_norm2d(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
+}
+
+Tensor BatchNorm2d::forward_channels_last(const Tensor& x) {
+  check(x.dim() >= 2 && x.size(-1) == num_features, "BatchNorm2d: channels-last input ", x.shape(),
+        " must end in ", num_features);
+  if (is_training()) num_batches_tracked.data()[0] += 1.f;
+  // (..., C) -> (R, C): batch_norm2d's (B, C) case, the statistics over the R rows
+  Tensor rows = reshape(x, {x.numel() / num_features, num_features});
+  return reshape(batch_norm2d(rows, weight, bias, running_mean, running_var, is_training(), momentum, eps),
+                 x.shape().vec());
 }
 
 }  // namespace sima

@@ -19,6 +19,9 @@ class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t num_features, float eps = 1e-5f, float momentum = 0.1f);
   Tensor forward(const Tensor& x) override;  // (B, C, H, W) -> same
+  // The same normalisation of a channels-last x (..., C): statistics per channel over all
+  // the other positions, as forward() takes them over (B, H, W).
+  Tensor forward_channels_last(const Tensor& x);
   int64_t num_features;
   float eps, momentum;
   Tensor weight, bias;                 // parameters: ones / zeros

@@ -1,6 +1,7 @@
 // conv2d and avg_pool2d: hand-computed values, a direct 7-loop convolution as the
 // reference (groups, stride, padding, bias), gradchecks for every input incl.
 // depthwise and bias undefined, and the errors.
+#include "core/parallel.h"
 #include "testing.h"
 
 using namespace sima;
@@ -128,6 +129,42 @@ TEST_CASE("conv2d: gradcheck for input, weight and bias") {
   CHECK_GRADCHECK([](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), 1, 1, 2); },
                   std::vector<Tensor>{x2, w2});
   CHECK_FALSE(w2.grad().defined());
+}
+
+TEST_CASE("conv2d_depthwise_channels_last == permute, depthwise conv2d, permute back: values and gradients") {
+  uint64_t seed = 400;
+  for (const ConvCase& c : kCases) {
+    if (c.groups != c.Cin || c.Cout != c.Cin) continue;  // the depthwise cases
+    CAPTURE(c.name);
+    Tensor x = randn_leaf({c.B, c.H, c.W, c.Cin}, seed++);  // channels last
+    Tensor w = randn_leaf({c.Cout, 1, c.kh, c.kw}, seed++);
+    Tensor b = c.bias ? randn_leaf({c.Cout}, seed++) : Tensor();
+    const int s = c.stride, p = c.pad, g = c.groups;
+    check_same([=](auto& v) { return conv2d_depthwise_channels_last(v[0], v[1], v[2], s, p); },
+               [=](auto& v) { return permute(conv2d(permute(v[0], {0, 3, 1, 2}), v[1], v[2], s, p, g), {0, 2, 3, 1}); },
+               {x, w, b});
+    CHECK_GRADCHECK([=](const std::vector<Tensor>& v) { return conv2d_depthwise_channels_last(v[0], v[1], v[2], s, p); },
+                    std::vector<Tensor>{x, w, b});
+  }
+  // many channels (the vectorised inner loop) on a tiny grid, stride 2: CvT's k/v projections
+  Tensor x = randn_leaf({3, 4, 4, 40}, 450), w = randn_leaf({40, 1, 3, 3}, 451);
+  check_same([](auto& v) { return conv2d_depthwise_channels_last(v[0], v[1], Tensor(), 2, 1); },
+             [](auto& v) { return permute(conv2d(permute(v[0], {0, 3, 1, 2}), v[1], Tensor(), 2, 1, 40), {0, 2, 3, 1}); },
+             {x, w});
+  // the weight gradient sums over the batch in fixed blocks: the same bits at 1 and 2 threads
+  auto weight_grad = [&](int threads) {
+    const int before = num_threads();
+    set_num_threads(threads);
+    Tensor xb = randn_leaf({9, 5, 5, 16}, 460), wb = randn_leaf({16, 1, 3, 3}, 461);
+    sum(conv2d_depthwise_channels_last(xb, wb, Tensor(), 1, 1)).backward();
+    set_num_threads(before);
+    return wb.grad();
+  };
+  CHECK(max_abs_diff(weight_grad(1), weight_grad(2)) == 0.f);
+  CHECK(error_message([] { conv2d_depthwise_channels_last(randn({1, 4, 4, 3}), randn({4, 1, 3, 3})); })
+            .find("must be (B, H, W, C)") != std::string::npos);
+  CHECK(error_message([] { conv2d_depthwise_channels_last(randn({1, 2, 2, 3}), randn({3, 1, 5, 5})); })
+            .find("larger than the padded input") != std::string::npos);
 }
 
 TEST_CASE("avg_pool2d: values, gradcheck") {

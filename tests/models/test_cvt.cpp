@@ -341,6 +341,21 @@ TEST_CASE("CvtAttention (softmax) = composition: cls unconvolved, C^-½ scale, s
   }
 }
 
+TEST_CASE("CvtConvProjection: forward_tokens (channels last) == forward (NCHW), training mode, with gradients") {
+  for (int64_t stride : {1, 2}) {
+    CAPTURE(stride);
+    const int64_t B = 2, C = 6, H = 3, W = 5;
+    CvtConvProjection a(C, stride), b(C, stride);
+    randomise(a, -0.6f, 0.6f, 31);
+    b.load_state_dict(a.state_dict());
+    Tensor tokens = randn_leaf({B, H * W, C}, 32);
+    check_same([&](auto& v) { return a.forward_tokens(v[0], H, W); },
+               [&](auto& v) { return b.forward(reshape(permute(v[0], {0, 2, 1}), {B, C, H, W})); }, {tokens});
+    check_close(a.conv->weight.grad(), b.conv->weight.grad(), 1e-5f, 1e-4f);
+    check_close(a.bn->running_var, b.bn->running_var, 1e-6f);
+  }
+}
+
 TEST_CASE("SOFT core with a cls token = Pᵀ A⁻¹ P v with landmarks from the grid tokens only") {
   // avgpool bottleneck sr 2 on a 2x4 grid: m = 2 landmarks, each the mean of a 2x2 block of
   // the scaled q; A⁻¹ in closed form (Newton–Raphson with 30 iterations has converged).

@@ -84,6 +84,27 @@ TEST_CASE("BatchNorm2d: training uses batch stats and updates running stats; eva
   gradcheck_module(bn, randn_leaf({2, 2, 3, 3}, 8));  // train
 }
 
+TEST_CASE("BatchNorm2d::forward_channels_last == forward on the NCHW permutation, running stats too") {
+  for (bool training : {true, false}) {
+    CAPTURE(training);
+    BatchNorm2d a(5), b(5);
+    randomise(a, 21);
+    b.load_state_dict(a.state_dict());
+    a.train(training);
+    b.train(training);
+    Tensor x = randn_leaf({2, 3, 4, 5}, 22);  // (B, H, W, C)
+    check_same([&](auto& v) { return a.forward_channels_last(v[0]); },
+               [&](auto& v) { return permute(b.forward(permute(v[0], {0, 3, 1, 2})), {0, 2, 3, 1}); }, {x});
+    check_close(a.weight.grad(), b.weight.grad(), 1e-5f, 1e-4f);
+    check_close(a.bias.grad(), b.bias.grad(), 1e-5f, 1e-4f);
+    check_close(a.running_mean, b.running_mean, 1e-6f);
+    check_close(a.running_var, b.running_var, 1e-6f);
+    CHECK(a.num_batches_tracked.item() == b.num_batches_tracked.item());
+  }
+  BatchNorm2d bn(4);
+  CHECK(error_message([&] { bn.forward_channels_last(randn({2, 3, 5})); }).find("must end in 4") != std::string::npos);
+}
+
 TEST_CASE("activations, LayerScale, Mlp, Sequential: gradcheck") {
   Tensor x = away_from_zero_leaf({2, 3, 4}, 0.05f, 2.f, 9);
   GELU g;

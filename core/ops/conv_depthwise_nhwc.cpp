@@ -1,0 +1,145 @@
+// Depthwise conv2d on channels-last tensors: x (B, H, W, C) -> y (B, Ho, Wo, C).
+//
+// A transformer's tokens (B, N, C) are already a channels-last grid (B, H, W, C), so a
+// depthwise conv over them (CvT's q/k/v projections) needs no permute to NCHW and back.
+// And the inner loop runs over the C contiguous channels of one pixel, which vectorises
+// even when the grid is tiny (CvT on 28×28 images works on 14×14 down to 2×2 grids, where
+// the NCHW kernel's rows are 2–14 floats long). Same sums as conv_depthwise.cpp:
+//   y[b, oh, ow, c] = bias[c] + Σ_(i,j) w[c, 0, i, j] · x[b, oh·s − p + i, ow·s − p + j, c]
+// Backward:
+//   dx[b, ih, iw, c] += w[c, i, j] · dy[b, oh, ow, c]   (ih = oh·s − p + i, iw = ow·s − p + j)
+//   dw[c, i, j]       = Σ_(b, oh, ow) dy[b, oh, ow, c] · x[b, ih, iw, c]
+//   db[c]             = Σ_(b, oh, ow) dy[b, oh, ow, c]
+#include <algorithm>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/ops/conv.h"
+#include "core/ops/conv_kernels.h"
+#include "core/parallel.h"
+
+namespace sima {
+
+namespace {
+
+// w (C, 1, kh, kw) -> (kh·kw, C): one contiguous row of C weights per tap.
+std::vector<float> taps_by_channel(const Tensor& w, int64_t C, int64_t K) {
+  std::vector<float> t(size_t(K * C));
+  const float* pw = w.data();
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t k = 0; k < K; ++k) t[size_t(k * C + c)] = pw[c * K + k];
+  return t;
+}
+
+}  // namespace
+
+Tensor conv2d_depthwise_channels_last(const Tensor& x, const Tensor& w, const Tensor& bias, int stride,
+                                      int padding) {
+  check(x.dim() == 4 && w.dim() == 4 && w.size(0) == x.size(3) && w.size(1) == 1,
+        "conv2d_depthwise_channels_last: x ", x.shape(), " must be (B, H, W, C) and weight ", w.shape(),
+        " (C, 1, kh, kw)");
+  check(!bias.defined() || (bias.dim() == 1 && bias.size(0) == x.size(3)),
+        "conv2d_depthwise_channels_last: bias must be (C)");
+  check(stride >= 1 && padding >= 0, "conv2d_depthwise_channels_last: stride must be >= 1 and padding >= 0");
+  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3), kh = w.size(2), kw = w.size(3);
+  const int64_t s = stride, p = padding, K = kh * kw;
+  const int64_t Ho = (H + 2 * p - kh) / s + 1, Wo = (W + 2 * p - kw) / s + 1;
+  check(Ho >= 1 && Wo >= 1, "conv2d_depthwise_channels_last: kernel ", kh, "x", kw, " larger than the padded input ",
+        H, "x", W);
+  Tensor y = empty(Shape{B, Ho, Wo, C});
+  const std::vector<float> wt = taps_by_channel(w, C, K);
+  const float *px = x.data(), *pb = bias.defined() ? bias.data() : nullptr;
+  float* py = y.data();
+  // One output row (b, oh) per task.
+  parallel_for(B * Ho, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, Wo * K * C)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   const int64_t b = r / Ho, oh = r % Ho;
+                   for (int64_t ow = 0; ow < Wo; ++ow) {
+                     float* yp = py + (r * Wo + ow) * C;
+                     if (pb) std::copy(pb, pb + C, yp);
+                     else std::fill(yp, yp + C, 0.f);
+                     for (int64_t i = 0; i < kh; ++i) {
+                       const int64_t ih = oh * s - p + i;
+                       if (ih < 0 || ih >= H) continue;
+                       for (int64_t j = 0; j < kw; ++j) {
+                         const int64_t iw = ow * s - p + j;
+                         if (iw < 0 || iw >= W) continue;
+                         const float* xp = px + ((b * H + ih) * W + iw) * C;
+                         const float* wp = wt.data() + (i * kw + j) * C;
+                         for (int64_t c = 0; c < C; ++c) yp[c] += wp[c] * xp[c];
+                       }
+                     }
+                   }
+                 }
+               });
+
+  if (needs_grad(x, w, bias))
+    attach_grad_fn(y, "conv2d_depthwise_channels_last", {x, w, bias},
+                   [xs = x.detach(), ws = w.detach(), wt, B, H, W, C, kh, kw, K, s, p, Ho, Wo,
+                    rx = x.requires_grad(), rw = w.requires_grad(),
+                    rb = bias.defined() && bias.requires_grad()](const Tensor& gy) -> Grads {
+      // gy (B, Ho, Wo, C). The batch is cut into fixed blocks of kBlock images, one task
+      // each: a block writes dx for its own images and sums its share of dw and db into its
+      // own slot; the slots are added in block order after. The blocks do not depend on the
+      // thread count, so neither does the result; the inner loops run over all C channels.
+      constexpr int64_t kBlock = 4;
+      const int64_t nblk = (B + kBlock - 1) / kBlock;
+      Tensor gx = rx ? zeros(xs.shape()) : Tensor();
+      std::vector<float> part(size_t(nblk * (K + 1) * C), 0.f);  // per block: dw (K, C), then db (C)
+      const float *px = xs.data(), *pg = gy.data();
+      float* pdx = rx ? gx.data() : nullptr;
+      parallel_for(nblk, 1, [&](int64_t k0, int64_t k1) {
+        for (int64_t blk = k0; blk < k1; ++blk) {
+          float *dwt = part.data() + blk * (K + 1) * C, *db = dwt + K * C;
+          for (int64_t b = blk * kBlock; b < std::min(B, (blk + 1) * kBlock); ++b)
+            for (int64_t oh = 0; oh < Ho; ++oh)
+              for (int64_t ow = 0; ow < Wo; ++ow) {
+                const float* gp = pg + ((b * Ho + oh) * Wo + ow) * C;
+                for (int64_t c = 0; c < C; ++c) db[c] += gp[c];
+                for (int64_t i = 0; i < kh; ++i) {
+                  const int64_t ih = oh * s - p + i;
+                  if (ih < 0 || ih >= H) continue;
+                  for (int64_t j = 0; j < kw; ++j) {
+                    const int64_t iw = ow * s - p + j;
+                    if (iw < 0 || iw >= W) continue;
+                    const int64_t at = ((b * H + ih) * W + iw) * C, tap = (i * kw + j) * C;
+                    if (rw) {
+                      const float* xp = px + at;
+                      float* dw = dwt + tap;
+                      for (int64_t c = 0; c < C; ++c) dw[c] += gp[c] * xp[c];
+                    }
+                    if (pdx) {
+                      const float* wp = wt.data() + tap;
+                      float* dx = pdx + at;
+                      for (int64_t c = 0; c < C; ++c) dx[c] += wp[c] * gp[c];
+                    }
+                  }
+                }
+              }
+        }
+      });
+      for (int64_t blk = 1; blk < nblk; ++blk) {  // slot 0 += slots 1.. in order
+        const float* src = part.data() + blk * (K + 1) * C;
+        for (int64_t i = 0; i < (K + 1) * C; ++i) part[size_t(i)] += src[i];
+      }
+      const std::vector<float>& dwt = part;  // slot 0: dw (K, C), then db (C)
+      Tensor gb;
+      if (rb) {
+        gb = empty(Shape{C});
+        std::copy(part.begin() + K * C, part.begin() + (K + 1) * C, gb.data());
+      }
+      Tensor gw;
+      if (rw) {  // (K, C) -> (C, 1, kh, kw)
+        gw = empty(ws.shape());
+        float* pw = gw.data();
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t k = 0; k < K; ++k) pw[c * K + k] = dwt[size_t(k * C + c)];
+      }
+      return {gx, gw, gb};
+    });
+  return y;
+}
+
+}  // namespace sima
