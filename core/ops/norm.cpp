@@ -9,6 +9,7 @@
 #include "core/ops/norm.h"
 
 #include <cmath>
+#include <vector>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -129,7 +130,95 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   return y;
 }
 
-// ---- batch_norm2d -------------------------------------------------------------
+// ---- batch_norm2d ----------------------------------------------------------------
+// batch_norm2d on (N, C) rows (HW = 1: BatchNorm1d, or a channels-last grid flattened):
+// the same sums as the per-channel loops below, taken along the rows with all C channels
+// side by side (contiguous, vectorised) instead of striding down one column at a time.
+// Sums in double, rows in order: the result does not depend on the thread count.
+namespace {
+
+Tensor batch_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, float* prm, float* prv,
+                       bool training, float momentum, float eps) {
+  const int64_t N = x.size(0), C = x.size(1);
+  Tensor y = empty(x.shape()), mean = empty({C}), rstd = empty({C});
+  const float *px = x.data(), *pw = data_or_null(weight), *pb = data_or_null(bias);
+  float *pm = mean.data(), *pr = rstd.data();
+  if (training) {
+    std::vector<double> s(size_t(C), 0.0), v(size_t(C), 0.0);
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = 0; c < C; ++c) s[size_t(c)] += px[r * C + c];
+    for (int64_t c = 0; c < C; ++c) s[size_t(c)] /= double(N);
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = 0; c < C; ++c) {
+        const double dv = px[r * C + c] - s[size_t(c)];
+        v[size_t(c)] += dv * dv;
+      }
+    for (int64_t c = 0; c < C; ++c) {
+      pm[c] = static_cast<float>(s[size_t(c)]);
+      pr[c] = static_cast<float>(1.0 / std::sqrt(v[size_t(c)] / double(N) + eps));
+      if (prm) {  // running stats take the unbiased variance, as PyTorch
+        prm[c] = (1.f - momentum) * prm[c] + momentum * pm[c];
+        prv[c] = (1.f - momentum) * prv[c] + momentum * static_cast<float>(v[size_t(c)] / double(N - 1));
+      }
+    }
+  } else {
+    for (int64_t c = 0; c < C; ++c) pm[c] = prm[c], pr[c] = 1.f / std::sqrt(prv[c] + eps);
+  }
+  // y = x·a + b' per channel, a = σ⁻¹·w, b' = b − μ·a
+  std::vector<float> scale(static_cast<size_t>(C)), shift(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    scale[size_t(c)] = pr[c] * (pw ? pw[c] : 1.f);
+    shift[size_t(c)] = (pb ? pb[c] : 0.f) - pm[c] * scale[size_t(c)];
+  }
+  float* py = y.data();
+  parallel_for(N, std::max<int64_t>(1, kGrainElementwise / C), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < C; ++c) py[r * C + c] = px[r * C + c] * scale[size_t(c)] + shift[size_t(c)];
+  });
+
+  if (needs_grad(x, weight, bias))
+    attach_grad_fn(y, "batch_norm2d", {x, weight, bias},
+                   [xs = x.detach(), ws = weight.defined() ? weight.detach() : Tensor(), mean, rstd, training,
+                    rx = x.requires_grad(), rw = weight.requires_grad(), rb = bias.requires_grad()](
+                       const Tensor& g) -> Grads {
+      // As the per-channel backward below: Σg and Σg·x̂ per channel, then
+      // dx = σ⁻¹(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)) in training, σ⁻¹·ĝ in eval.
+      const int64_t N = xs.size(0), C = xs.size(1);
+      const float *px = xs.data(), *pg = g.data(), *pw = data_or_null(ws), *pm = mean.data(), *pr = rstd.data();
+      std::vector<double> sg(size_t(C), 0.0), sgx(size_t(C), 0.0);
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t c = 0; c < C; ++c) {
+          const float gv = pg[r * C + c];
+          sg[size_t(c)] += gv;
+          sgx[size_t(c)] += gv * (px[r * C + c] - pm[c]) * pr[c];
+        }
+      Tensor dx = rx ? empty(xs.shape()) : Tensor();
+      Tensor dw = rw ? empty({C}) : Tensor(), db = rb ? empty({C}) : Tensor();
+      std::vector<float> wg(static_cast<size_t>(C)), mg(static_cast<size_t>(C)), mgx(static_cast<size_t>(C));
+      for (int64_t c = 0; c < C; ++c) {
+        if (rw) dw.data()[c] = static_cast<float>(sgx[size_t(c)]);
+        if (rb) db.data()[c] = static_cast<float>(sg[size_t(c)]);
+        wg[size_t(c)] = pw ? pw[c] : 1.f;
+        mg[size_t(c)] = training ? static_cast<float>(wg[size_t(c)] * sg[size_t(c)] / N) : 0.f;
+        mgx[size_t(c)] = training ? static_cast<float>(wg[size_t(c)] * sgx[size_t(c)] / N) : 0.f;
+      }
+      if (rx) {
+        float* pd = dx.data();
+        parallel_for(N, std::max<int64_t>(1, kGrainElementwise / C), [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r)
+            for (int64_t c = 0; c < C; ++c) {
+              const float xh = (px[r * C + c] - pm[c]) * pr[c];
+              pd[r * C + c] = pr[c] * (pg[r * C + c] * wg[size_t(c)] - mg[size_t(c)] - xh * mgx[size_t(c)]);
+            }
+        });
+      }
+      return {dx, dw, db};
+    });
+  return y;
+}
+
+}  // namespace
+
 // x (B, C, *) seen as B·C planes of HW = prod(*) values; channel c owns planes b·C + c,
 // N = B·HW values. weight, bias, running_mean, running_var (C) or undefined.
 // Per channel: (μ, σ⁻¹) from the batch (training, biased var) or the running stats (eval);
@@ -150,11 +239,12 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
   check(!training || N > 1, "batch_norm2d: expected more than 1 value per channel when training, "
                             "got input of shape ", x.shape());
 
+  float* prm = running_mean.defined() ? running_mean.data() : nullptr;
+  float* prv = running_var.defined() ? running_var.data() : nullptr;
+  if (HW == 1) return batch_norm_rows(x, weight, bias, prm, prv, training, momentum, eps);
   Tensor y = empty(x.shape()), mean = empty({C}), rstd = empty({C});
   const float *px = x.data(), *pw = data_or_null(weight), *pb = data_or_null(bias);
   float *py = y.data(), *pm = mean.data(), *pr = rstd.data();
-  float* prm = running_mean.defined() ? running_mean.data() : nullptr;
-  float* prv = running_var.defined() ? running_var.data() : nullptr;
   parallel_for(C, std::max<int64_t>(1, kGrainRows / std::max<int64_t>(1, N)), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       float m, rs;
