@@ -209,7 +209,8 @@ int main(int argc, char** argv) {
   cli.flag("probe-batch", "N", "--linear-probe: batch size", false, "256");
   cli.flag("probe-wd", "WD", "--linear-probe: weight decay", false, "0");
   cli.flag("features", "model|pixels",
-           "--knn/--linear-probe: the backbone's class token after the final norm, or the raw pixels (no model)",
+           "--knn/--linear-probe: the backbone's class token after the final norm, or the pixels (standardised "
+           "with the train split's mean/std; with --checkpoint, its input transform)",
            false, "model");
   cli.flag("train-limit", "N", "--knn/--linear-probe: a seeded random N train images; 0 = all", false, "0");
   cli.flag("seed", "S", "--knn/--linear-probe: seed of the random subsets and of the probe", false, "0");
