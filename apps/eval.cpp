@@ -1,12 +1,18 @@
-// sima-eval: evaluates a checkpoint on a dataset split, or classifies single images.
+// sima-eval: evaluates a checkpoint on a dataset split, classifies single images, or
+// evaluates frozen features with k-NN and a linear probe.
 //
 //   build/bin/sima-eval --checkpoint runs/NAME/model.safetensors [--data SPEC] [--split test|train]
 //                       [--batch N] [--workers N] [--limit N] [--json]
 //   build/bin/sima-eval --checkpoint CKPT --image a.png b.jpg [--topk K] [--json]
+//   build/bin/sima-eval --checkpoint CKPT --knn [--k 10,20,100,200] [--temperature 0.07]
+//                       [--linear-probe [--probe-epochs N] [--probe-lr LR] [--probe-batch N] [--probe-wd WD]]
+//                       [--train-limit N] [--limit N] [--seed S] [--json]
+//   build/bin/sima-eval --features pixels --data fashion_mnist --knn       (the raw-pixel baseline)
 //
 // The model, its input normalisation, the eval crop, the training data spec and the class
 // names all come from the checkpoint's metadata (train/evaluate.h, read_checkpoint_eval_info).
-// Output: train/evaluate.h format_report (text) or one JSON object on stdout (--json).
+// Output: train/evaluate.h format_report (text) or one JSON object on stdout (--json);
+// --knn / --linear-probe: train/feature_eval_run.h.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -17,6 +23,7 @@
 #include "train/cli.h"
 #include "train/data_spec.h"
 #include "train/evaluate.h"
+#include "train/feature_eval_run.h"
 #include "train/transforms.h"
 
 namespace {
@@ -91,23 +98,129 @@ int evaluate_split(Model& model, const CheckpointEvalInfo& info, const std::stri
   return 0;
 }
 
+// --knn / --linear-probe: features of the train and test splits, then k-NN and/or a probe.
+int evaluate_features(const Cli& cli) {
+  const bool pixels = cli.get("features") == "pixels";
+  const std::string path = cli.get("checkpoint");
+  std::string data = cli.get("data");
+  std::shared_ptr<Model> model;
+  Transform transform;  // pixels without a checkpoint: standardised with the train split's mean/std
+  if (!path.empty()) {
+    const CheckpointEvalInfo info = read_checkpoint_eval_info(path);
+    transform = eval_transform(info.config, info.crop_pct);
+    if (data.empty()) data = info.data;
+    if (!pixels) model = load_checkpoint(path);
+  }
+  check(!data.empty(), path,
+        ": the checkpoint does not name its training data (no \"data\" in its metadata); --data is needed, e.g. "
+        "--data fashion_mnist");
+  FeatureEvalOptions o;
+  o.extract.batch_size = cli.get_int("batch");
+  o.extract.num_workers = static_cast<int>(cli.get_int("workers"));
+  o.train_limit = cli.get_int("train-limit");
+  o.limit = cli.get_int("limit");
+  const long long seed = cli.get_int("seed");
+  check(o.extract.batch_size > 0, "--batch: ", o.extract.batch_size, " must be positive");
+  check(o.extract.num_workers >= 0 && o.extract.num_workers <= 256, "--workers: ", o.extract.num_workers,
+        " is not in 0..256");
+  check(o.train_limit >= 0, "--train-limit: ", o.train_limit, " must be >= 0 (0 = all)");
+  check(o.limit >= 0, "--limit: ", o.limit, " must be >= 0 (0 = all)");
+  check(seed >= 0, "--seed: ", seed, " must be >= 0");
+  o.seed = static_cast<uint64_t>(seed);
+  o.knn = cli.is_set("knn");
+  o.knn_options.ks = parse_int_list(cli.get("k"), "--k");
+  for (int64_t k : o.knn_options.ks) check(k >= 1, "--k: ", k, " must be at least 1");
+  o.knn_options.temperature = cli.get_double("temperature");
+  check(o.knn_options.temperature > 0.0, "--temperature: ", o.knn_options.temperature, " must be positive");
+  o.linear_probe = cli.is_set("linear-probe");
+  LinearProbeOptions& p = o.probe_options;
+  p.epochs = cli.get_int("probe-epochs");
+  p.lr = cli.get_double("probe-lr");
+  p.batch_size = cli.get_int("probe-batch");
+  p.weight_decay = cli.get_double("probe-wd");
+  p.seed = o.seed;
+  check(p.epochs >= 1, "--probe-epochs: ", p.epochs, " must be at least 1");
+  check(p.lr > 0.0, "--probe-lr: ", p.lr, " must be positive");
+  check(p.batch_size >= 1, "--probe-batch: ", p.batch_size, " must be at least 1");
+  check(p.weight_decay >= 0.0, "--probe-wd: ", p.weight_decay, " must be >= 0");
+
+  const FeatureEvalResult r = run_feature_eval(model.get(), transform, parse_data_spec(data), o);
+  if (cli.is_set("json")) {
+    nlohmann::json j = to_json(r);
+    j["checkpoint"] = path;
+    std::cout << j.dump() << "\n";
+  } else {
+    if (!path.empty()) std::cout << "checkpoint " << path << "\n";
+    std::cout << format_report(r);
+  }
+  return 0;
+}
+
+// A flag combination that cannot work, as one line ("" when the flags are fine).
+std::string flag_conflict(const Cli& cli) {
+  const bool knn = cli.is_set("knn"), probe = cli.is_set("linear-probe");
+  for (const char* f : {"k", "temperature"})
+    if (cli.is_set(f) && !knn) return std::string("--") + f + " needs --knn";
+  for (const char* f : {"probe-epochs", "probe-lr", "probe-batch", "probe-wd"})
+    if (cli.is_set(f) && !probe) return std::string("--") + f + " needs --linear-probe";
+  if (!knn && !probe) {
+    for (const char* f : {"features", "train-limit", "seed"})
+      if (cli.is_set(f)) return std::string("--") + f + " needs --knn or --linear-probe";
+    if (!cli.is_set("checkpoint")) return "--checkpoint PATH is required (or --features pixels --data SPEC --knn)";
+    return "";
+  }
+  if (cli.is_set("image")) return "--image cannot be combined with --knn or --linear-probe";
+  if (cli.is_set("topk")) return "--topk (for --image) cannot be combined with --knn or --linear-probe";
+  if (cli.is_set("split"))
+    return "--split does not apply to --knn or --linear-probe (they fit on the train split and score the test split)";
+  const std::string f = cli.get("features");
+  if (f != "model" && f != "pixels") return "--features: '" + f + "' is not one of: model, pixels";
+  if (f == "model" && !cli.is_set("checkpoint"))
+    return "--features model needs --checkpoint PATH (the raw-pixel baseline is --features pixels --data SPEC)";
+  if (f == "pixels" && !cli.is_set("checkpoint") && !cli.is_set("data")) return "--features pixels needs --data SPEC";
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  Cli cli("sima-eval", "Evaluates a checkpoint on a dataset split, or classifies images with it.");
-  cli.flag("checkpoint", "PATH", "model.safetensors to evaluate", /*required=*/true);
+  Cli cli("sima-eval",
+          "Evaluates a checkpoint on a dataset split, classifies images with it, or evaluates its frozen features "
+          "(--knn, --linear-probe).");
+  cli.flag("checkpoint", "PATH", "model.safetensors to evaluate (not needed for --features pixels with --data)");
   cli.flag("data", "SPEC",
            "dataset spec: fashion_mnist[:ROOT], mnist:ROOT, cifar10:ROOT, cifar100:ROOT, folder:ROOT "
            "(default: the checkpoint's training data)");
   cli.flag("split", "test|train", "which split to evaluate", false, "test");
   cli.flag("batch", "N", "images per forward pass", false, "256");
   cli.flag("workers", "N", "data loader threads", false, "2");
-  cli.flag("limit", "N", "evaluate the first N images only; 0 = all", false, "0");
+  cli.flag("limit", "N",
+           "evaluate N test images only: the first N, or with --knn/--linear-probe a seeded random N; 0 = all", false,
+           "0");
   cli.option("json", "print one JSON object instead of the report");
   cli.repeated("image", "PATH", "classify these images instead (repeatable; also takes several paths)");
   cli.flag("topk", "K", "classes to show per image", false, "5");
+  cli.option("knn", "weighted k-NN on frozen features (DINO): train-split features vote for each test image");
+  cli.flag("k", "LIST", "--knn: neighbours, one k or a comma-separated list (DINO's: 10,20,100,200)", false, "20");
+  cli.flag("temperature", "T", "--knn: each neighbour votes with weight exp(cosine similarity / T)", false, "0.07");
+  cli.option("linear-probe", "train a Linear on frozen train-split features; report test accuracy per epoch");
+  cli.flag("probe-epochs", "N", "--linear-probe: epochs over the train features", false, "20");
+  cli.flag("probe-lr", "LR", "--linear-probe: SGD lr (momentum 0.9, cosine to 0 per step)", false, "0.1");
+  cli.flag("probe-batch", "N", "--linear-probe: batch size", false, "256");
+  cli.flag("probe-wd", "WD", "--linear-probe: weight decay", false, "0");
+  cli.flag("features", "model|pixels",
+           "--knn/--linear-probe: the backbone's class token after the final norm, or the pixels (standardised "
+           "with the train split's mean/std; with --checkpoint, its input transform)",
+           false, "model");
+  cli.flag("train-limit", "N", "--knn/--linear-probe: a seeded random N train images; 0 = all", false, "0");
+  cli.flag("seed", "S", "--knn/--linear-probe: seed of the random subsets and of the probe", false, "0");
   if (!cli.parse(argc, argv)) return cli.exit_code();
+  if (const std::string why = flag_conflict(cli); !why.empty()) {
+    std::fprintf(stderr, "sima-eval: error: %s (try --help)\n", why.c_str());
+    return 2;
+  }
   try {
+    if (cli.is_set("knn") || cli.is_set("linear-probe")) return evaluate_features(cli);
     const std::string path = cli.get("checkpoint");
     const CheckpointEvalInfo info = read_checkpoint_eval_info(path);
     std::shared_ptr<Model> model = load_checkpoint(path);
