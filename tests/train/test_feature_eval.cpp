@@ -19,6 +19,7 @@
 #include "data/temp_dir.h"
 #include "models/checkpoint.h"
 #include "models/registry.h"
+#include "app_testing.h"
 #include "testing.h"
 #include "train/data_spec.h"
 #include "train/feature_eval.h"
@@ -389,32 +390,6 @@ TEST_CASE("parse_int_list") {
 
 // ---- sima-eval --knn / --linear-probe -------------------------------------------------------
 
-namespace {
-
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
-Run run_app(const std::string& args) {
-  TempDir dir;
-  const std::string out = dir.file("out.txt"), err = dir.file("err.txt");
-  const std::string cmd = std::string(SIMA_BIN_DIR) + "/" + args + " >" + out + " 2>" + err;
-  const int raw = std::system(cmd.c_str());
-  Run r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  auto slurp = [](const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  };
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-}  // namespace
 
 TEST_CASE("sima-eval --features pixels --knn --linear-probe on a Fashion-MNIST subset agrees with the library") {
   Run r = run_app(
