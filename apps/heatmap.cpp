@@ -29,9 +29,11 @@ std::string summary(const nlohmann::json& j) {
   std::string s = j["path"].get<std::string>() + ": layer " + std::to_string(j["layer"].get<int64_t>()) + "/" +
                   std::to_string(j["layer_count"].get<int64_t>()) + " " + j["variant"].get<std::string>() + " (" +
                   j["attention"].get<std::string>() + ")";
-  for (auto& [m, v] : j["maps"].items()) {
+  for (const char* m : {"q", "k", "cls"}) {  // in this order (JSON objects sort their keys)
+    if (!j["maps"].contains(m)) continue;
+    const nlohmann::json& v = j["maps"][m];
     char buf[128];
-    std::snprintf(buf, sizeof buf, ", %s %lldx%lld [%.4g, %.4g]", m.c_str(), (long long)v["grid"][0].get<int64_t>(),
+    std::snprintf(buf, sizeof buf, ", %s %lldx%lld [%.4g, %.4g]", m, (long long)v["grid"][0].get<int64_t>(),
                   (long long)v["grid"][1].get<int64_t>(), v["min"].get<double>(), v["max"].get<double>());
     s += buf;
     if (v.contains("foreground_mass")) {
