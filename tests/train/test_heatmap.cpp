@@ -29,6 +29,7 @@
 #include "models/cvt.h"
 #include "models/deit.h"
 #include "models/registry.h"
+#include "app_testing.h"
 #include "testing.h"
 #include "train/heatmap.h"
 #include "train/transforms.h"
@@ -439,30 +440,6 @@ TEST_CASE("colour maps: matplotlib's jet, viridis and inferno at 0, 0.5 and 1") 
 // ---- sima-heatmap ----------------------------------------------------------------------------
 
 namespace {
-
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
-// Runs SIMA_BIN_DIR/<command line> with stdout and stderr captured (as tests/train/test_cli.cpp).
-Run run_app(const std::string& args) {
-  TempDir dir;
-  const std::string out = dir.file("out.txt"), err = dir.file("err.txt");
-  const std::string cmd = std::string(SIMA_BIN_DIR) + "/" + args + " >" + out + " 2>" + err;
-  const int raw = std::system(cmd.c_str());
-  Run r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  auto slurp = [](const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  };
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
 
 int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
 
