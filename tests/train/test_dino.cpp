@@ -158,6 +158,24 @@ TEST_CASE("MultiCropWrapper: one backbone pass per resolution, the head on the c
   CHECK(t.stage_dims == std::vector<int64_t>{16, 32, 64});
 }
 
+TEST_CASE("DINO backbones: DeiT, XCiT and CvT (SimA and softmax) take 28-pixel global and 12-pixel local crops") {
+  // DeiT interpolates its position embedding (bicubic) to the local grid, XCiT computes its
+  // Fourier encoding for any grid, CvT is convolutional; the features keep their width.
+  for (const char* j : {R"({"name": "deit_tiny_patch4_28_sima", "embed_dim": 16, "depth": 1, "num_heads": 2})",
+                        R"({"name": "deit_tiny_patch4_28", "embed_dim": 16, "depth": 1, "num_heads": 2})",
+                        R"({"name": "xcit_nano_12_p4_28_sima", "embed_dim": 16, "depth": 1, "num_heads": 2})",
+                        R"({"name": "xcit_nano_12_p4_28", "embed_dim": 16, "depth": 1, "num_heads": 2})",
+                        R"({"name": "cvt_13_28_sima", "stage_dims": [8, 16, 32], "stage_depths": [1, 1, 1],
+                            "stage_heads": [1, 2, 4]})"}) {
+    CAPTURE(j);
+    manual_seed(1);
+    auto m = create_model(json::parse(j));
+    const int64_t D = backbone_feature_dim(*m, 28);
+    CHECK(backbone_feature_dim(*m, 12) == D);
+    CHECK(m->is_training());  // the probe leaves the mode as it was
+  }
+}
+
 TEST_CASE("DINO end to end: learning lowers the loss, no collapse, a teacher checkpoint sima-eval can load") {
   // DINO's loss does not fall from step 0: with the center at 0 the first teacher targets are
   // sharp and alike for all images (a low loss), and as the center catches up with the
