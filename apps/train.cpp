@@ -4,7 +4,8 @@
 //                        [--out runs/NAME] [--resume] [--check] [--quiet]
 //
 // The whole config is validated before any work. The run folder gets the resolved config,
-// metrics.jsonl/.csv, curves.png and the checkpoints (train/trainer.h). Ctrl-C (SIGINT) or
+// metrics.jsonl/.csv, curves.png and the checkpoints (train/trainer.h; with dino.enabled,
+// DINO self-supervised training, train/dino_trainer.h). Ctrl-C (SIGINT) or
 // SIGTERM finishes the current step, saves the train state and exits 130 with the command
 // that resumes.
 #include <atomic>
@@ -16,6 +17,7 @@
 #include "core/error.h"
 #include "train/cli.h"
 #include "train/config.h"
+#include "train/dino_trainer.h"
 #include "train/trainer.h"
 
 namespace {
@@ -59,6 +61,27 @@ int main(int argc, char** argv) {
     std::signal(SIGTERM, on_signal);
     TrainerOptions opt{.run_dir = cli.get("out"), .resume = cli.is_set("resume"), .quiet = cli.is_set("quiet"),
                        .stop_flag = &g_stop};
+    if (cfg.dino.enabled) {  // self-supervised: train/dino_trainer.h
+      DinoTrainer dino(cfg, opt);
+      DinoTrainResult r = dino.fit();
+      if (g_stop.load() && r.interrupted) {
+        std::fprintf(stderr, "sima-train: interrupted at step %lld; the train state is saved. Resume with:\n"
+                     "  %s --out %s --resume\n", (long long)r.steps, argv[0], r.run_dir.c_str());
+        return 130;
+      }
+      if (r.interrupted)
+        std::printf("stopped after %lld steps (train.max_steps) in %.1f s; continue with --out %s --resume\n",
+                    (long long)r.steps, r.seconds, r.run_dir.c_str());
+      else if (r.epochs.empty())
+        std::printf("nothing to do: the run in %s has finished its %lld epochs\n", r.run_dir.c_str(),
+                    (long long)r.epochs_done);
+      else
+        std::printf("done: DINO, %lld steps in %.1f s; last epoch loss %.4f, teacher entropy %.3f, KL %.4f; "
+                    "teacher backbone %s/model.safetensors\n",
+                    (long long)r.steps, r.seconds, r.epochs.back().loss, r.epochs.back().teacher_entropy,
+                    r.epochs.back().kl, r.run_dir.c_str());
+      return 0;
+    }
     Trainer trainer(cfg, opt);
     TrainResult r = trainer.fit();
     if (g_stop.load() && r.interrupted) {

@@ -13,5 +13,6 @@
 #include "core/ops/reduce.h"
 #include "core/ops/shape_ops.h"
 #include "core/ops/softmax.h"
+#include "core/ops/weight_norm.h"
 #include "core/rng.h"
 #include "core/tensor.h"

@@ -250,6 +250,54 @@ std::vector<ConfigField> make_fields() {
   f.push_back(field("train.on_nonfinite", &E::train, &TrainConfig::on_nonfinite,
                     "non-finite loss or gradient: stop | skip (the step; stop after 10 in a row)",
                     one_of({"stop", "skip"})));
+
+  // dino
+  auto unit_range = Check<std::pair<double, double>>([](const std::pair<double, double>& r) {
+    return r.first > 0 && r.second <= 1 ? std::string() : "must lie in (0, 1], got [" + fmt(r.first) + ", " +
+                                                              fmt(r.second) + "]";
+  });
+  f.push_back(field("dino.enabled", &E::dino, &DinoConfig::enabled,
+                    "train with DINO self-distillation instead of labels (train/dino_trainer.h)"));
+  f.push_back(field("dino.out_dim", &E::dino, &DinoConfig::out_dim, "K, prototypes in the head's last layer (>= 1)",
+                    int_at_least(1)));
+  f.push_back(field("dino.hidden_dim", &E::dino, &DinoConfig::hidden_dim, "width of the head's hidden layers (>= 1)",
+                    int_at_least(1)));
+  f.push_back(field("dino.bottleneck_dim", &E::dino, &DinoConfig::bottleneck_dim,
+                    "width before the weight-normalised last layer (>= 1)", int_at_least(1)));
+  f.push_back(field("dino.norm_last_layer", &E::dino, &DinoConfig::norm_last_layer,
+                    "freeze the last layer's weight_g at 1 (unit-norm prototypes)"));
+  f.push_back(field("dino.local_crops_number", &E::dino, &DinoConfig::local_crops_number,
+                    "local crops per image besides the 2 global ones (0..256)",
+                    Check<int64_t>([](const int64_t& n) {
+                      return n >= 0 && n <= 256 ? std::string() : "must be in 0..256, got " + std::to_string(n);
+                    })));
+  f.push_back(field("dino.global_crops_scale", &E::dino, &DinoConfig::global_crops_scale,
+                    "area share range of the global crops, in (0, 1]", unit_range));
+  f.push_back(field("dino.local_crops_scale", &E::dino, &DinoConfig::local_crops_scale,
+                    "area share range of the local crops, in (0, 1]", unit_range));
+  f.push_back(field("dino.local_crops_size", &E::dino, &DinoConfig::local_crops_size,
+                    "side of the local crops in pixels (the global ones are model.img_size)",
+                    Check<int64_t>([](const int64_t& n) {
+                      return n >= 1 && n <= 4096 ? std::string() : "must be in 1..4096, got " + std::to_string(n);
+                    })));
+  f.push_back(field("dino.warmup_teacher_temp", &E::dino, &DinoConfig::warmup_teacher_temp,
+                    "teacher temperature at epoch 0 (> 0)", positive()));
+  f.push_back(field("dino.teacher_temp", &E::dino, &DinoConfig::teacher_temp,
+                    "teacher temperature after the warmup (> 0)", positive()));
+  f.push_back(field("dino.warmup_teacher_temp_epochs", &E::dino, &DinoConfig::warmup_teacher_temp_epochs,
+                    "epochs of linear teacher-temperature warmup (0 = none)", int_at_least(0)));
+  f.push_back(field("dino.student_temp", &E::dino, &DinoConfig::student_temp, "student temperature (> 0)",
+                    positive()));
+  f.push_back(field("dino.center_momentum", &E::dino, &DinoConfig::center_momentum,
+                    "momentum of the teacher-output center [0, 1]", within(0, 1)));
+  f.push_back(field("dino.momentum_teacher", &E::dino, &DinoConfig::momentum_teacher,
+                    "teacher EMA momentum at step 0, cosine to 1 [0, 1]", within(0, 1)));
+  f.push_back(field("dino.weight_decay_end", &E::dino, &DinoConfig::weight_decay_end,
+                    "final weight decay of the cosine schedule from optimizer.weight_decay (>= 0)", at_least(0)));
+  f.push_back(field("dino.clip_grad", &E::dino, &DinoConfig::clip_grad,
+                    "clip each parameter's gradient norm to this (0 = off)", at_least(0)));
+  f.push_back(field("dino.freeze_last_layer", &E::dino, &DinoConfig::freeze_last_layer,
+                    "epochs during which the head's last layer gets no update", int_at_least(0)));
   return f;
 }
 
@@ -308,6 +356,16 @@ void validate(const ExperimentConfig& c, const std::string& src) {
     check(c.optimizer.type == "sgd" && c.optimizer.momentum > 0, src,
           ": optimizer.nesterov needs optimizer.type sgd and optimizer.momentum > 0");
   if (c.train.ema) check(c.train.ema_decay > 0, src, ": train.ema_decay must be positive when train.ema is on");
+  if (c.dino.enabled) {
+    check(!c.mixup.enabled(), src, ": mixup/cutmix cannot be used with dino.enabled (DINO uses no labels)");
+    check(!c.train.ema, src, ": train.ema cannot be used with dino.enabled (the DINO teacher is the EMA)");
+    check(c.optimizer.clip_grad == 0, src,
+          ": optimizer.clip_grad must be 0 with dino.enabled (DINO clips each parameter: dino.clip_grad)");
+    check(c.schedule.weight_decay_end < 0, src,
+          ": schedule.weight_decay_end must stay -1 with dino.enabled (the schedule ends at dino.weight_decay_end)");
+    check(c.dino.warmup_teacher_temp_epochs <= c.train.epochs, src, ": dino.warmup_teacher_temp_epochs ",
+          c.dino.warmup_teacher_temp_epochs, " exceeds train.epochs ", c.train.epochs);
+  }
   try {
     validate_augment(c.augment);
   } catch (const Error& e) {

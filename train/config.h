@@ -81,6 +81,31 @@ struct TrainConfig {
   std::string on_nonfinite = "stop";  // stop | skip (skip the step, stop after 10 in a row)
 };
 
+// DINO self-supervised training (train/dino_trainer.h), off by default. The defaults are
+// main_dino.py's (ViT-S/16 on ImageNet); small data wants a smaller head and local crops
+// (configs/fmnist_dino_cvt_sima.json). With DINO on, optimizer.weight_decay is the start of
+// the cosine weight-decay schedule and schedule.* the learning-rate schedule.
+struct DinoConfig {
+  bool enabled = false;
+  int64_t out_dim = 65536;        // K, prototypes of the head's last layer
+  int64_t hidden_dim = 2048;
+  int64_t bottleneck_dim = 256;
+  bool norm_last_layer = true;    // weight_g frozen at 1
+  int64_t local_crops_number = 8;
+  std::pair<double, double> global_crops_scale{0.4, 1.0};
+  std::pair<double, double> local_crops_scale{0.05, 0.4};
+  int64_t local_crops_size = 96;  // pixels (the global crops are model.img_size)
+  double warmup_teacher_temp = 0.04;
+  double teacher_temp = 0.04;
+  int64_t warmup_teacher_temp_epochs = 0;
+  double student_temp = 0.1;
+  double center_momentum = 0.9;
+  double momentum_teacher = 0.996;  // cosine to 1 per step
+  double weight_decay_end = 0.4;    // cosine from optimizer.weight_decay per step
+  double clip_grad = 3.0;           // per-parameter gradient norm (0 = off)
+  int64_t freeze_last_layer = 1;    // epochs with the last layer's gradient dropped
+};
+
 struct ExperimentConfig {
   std::string name = "run";
   nlohmann::json model_json = nlohmann::json::object();  // as written (registry JSON)
@@ -91,6 +116,7 @@ struct ExperimentConfig {
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   TrainConfig train;
+  DinoConfig dino;
 
   // The lr the optimizer uses after warmup (optimizer.lr or the scaled base_lr).
   double effective_lr() const;

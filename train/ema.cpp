@@ -44,9 +44,7 @@ void copy_values(const Named& dst, const Named& src) {
     std::memcpy(dst[i].second.data(), src[i].second.data(), sizeof(float) * dst[i].second.numel());
 }
 
-}  // namespace
-
-void ema_update(Module& ema, const Module& model, double decay) {
+void ema_update_impl(Module& ema, const Module& model, double decay, bool copy_buffers) {
   check(std::isfinite(decay) && decay >= 0.0 && decay <= 1.0, "ema: decay ", decay, " is not in [0, 1]");
   const Named ep = ema.named_parameters(), mp = model.named_parameters();
   const Named eb = ema.named_buffers(), mb = model.named_buffers();
@@ -62,7 +60,14 @@ void ema_update(Module& ema, const Module& model, double decay) {
       for (int64_t j = begin; j < end; ++j) e[j] = e[j] * d + one_minus_d * p[j];
     });
   }
-  copy_values(eb, mb);  // BatchNorm running statistics are copied, not averaged
+  if (copy_buffers) copy_values(eb, mb);  // BatchNorm running statistics are copied, not averaged
+}
+
+}  // namespace
+
+void ema_update(Module& ema, const Module& model, double decay) { ema_update_impl(ema, model, decay, true); }
+void ema_update_parameters(Module& ema, const Module& model, double decay) {
+  ema_update_impl(ema, model, decay, false);
 }
 
 ModelEma::ModelEma(std::shared_ptr<Module> ema, const Module& model, double decay)

@@ -29,5 +29,9 @@ class ModelEma {
 
 // ema ← decay·ema + (1 − decay)·model for parameters; buffers copied. Names/shapes must match.
 void ema_update(Module& ema, const Module& model, double decay);
+// DINO's teacher update: the same for the parameters only (main_dino.py zips
+// student.parameters() with teacher.parameters()); the EMA model's buffers (BatchNorm
+// running statistics, which the teacher gathers from its own forwards) are left alone.
+void ema_update_parameters(Module& ema, const Module& model, double decay);
 
 }  // namespace sima

@@ -34,7 +34,11 @@ double schedule_value(const ScheduleOptions& s, int64_t step) {
   check(step >= 0, "schedule: step ", step, " is negative");
   const int64_t W = s.warmup_steps, T = s.total_steps;
   const int64_t t = std::min(step, T);  // past the end: the value at T
-  if (t < W) return s.warmup_start + (s.base - s.warmup_start) * static_cast<double>(t) / static_cast<double>(W);
+  if (t < W) {
+    if (s.warmup_linspace && W == 1) return s.warmup_start;  // np.linspace(a, b, 1) = [a]
+    const int64_t span = s.warmup_linspace ? W - 1 : W;
+    return s.warmup_start + (s.base - s.warmup_start) * static_cast<double>(t) / static_cast<double>(span);
+  }
   if (s.type == "cosine") {
     // progress (t − W)/(T − W) in [0, 1]; a schedule that is all warmup (W = T) ends at final
     const double progress = T > W ? static_cast<double>(t - W) / static_cast<double>(T - W) : 1.0;

@@ -8,6 +8,8 @@
 //
 // Types (t = step, W = warmup_steps, T = total_steps):
 //   warmup (t < W): warmup_start + (base − warmup_start)·t / W   (linear, every type)
+//                   or, with warmup_linspace, DINO's np.linspace(warmup_start, base, W):
+//                   warmup_start + (base − warmup_start)·t / (W − 1), reaching base at W − 1
 //   "cosine":   final + ½(base − final)(1 + cos(π·(t − W)/(T − W)))
 //   "step":     base · decay_rate^⌊(t − W) / decay_steps⌋
 //   "constant": base
@@ -27,6 +29,9 @@ struct ScheduleOptions {
   int64_t total_steps = 1;
   int64_t decay_steps = 1;      // step: steps between decays
   double decay_rate = 0.1;      // step: factor per decay
+  // DINO's utils.cosine_scheduler: the warmup is np.linspace(warmup_start, base, W) (its
+  // cosine part, (t − W)/(T − W), is the formula above).
+  bool warmup_linspace = false;
 };
 
 // Throws sima::Error naming the field when an option is invalid (unknown type,
