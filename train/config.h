@@ -146,4 +146,10 @@ const std::vector<ConfigField>& config_fields();
 // A Markdown table of every key: path, type, default, meaning.
 std::string config_reference_markdown();
 
+// Resuming a run: fails, naming them, when `resolved` differs from the run's `stored`
+// config in keys other than those that change neither the numbers nor the schedule
+// (train.max_steps, log_every, checkpoint_every, eval_every, data.num_workers, eval_batch_size).
+void check_resume_config(const nlohmann::json& stored, const nlohmann::json& resolved,
+                         const std::string& state_path);
+
 }  // namespace sima

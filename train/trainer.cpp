@@ -37,31 +37,6 @@ uint64_t mixup_seed(int64_t seed, int64_t epoch, int64_t batch) {
   return batch_seed(uint64_t(seed) ^ 0x6d69787570ULL /* "mixup" */, epoch, batch);
 }
 
-// The keys whose values differ between two resolved configs ("train.epochs", ...).
-std::vector<std::string> differing_keys(const json& a, const json& b, const std::string& prefix = "") {
-  std::vector<std::string> out;
-  if (a.is_object() && b.is_object()) {
-    for (auto& [k, v] : a.items()) {
-      std::string key = prefix.empty() ? k : prefix + "." + k;
-      if (!b.contains(k)) out.push_back(key);
-      else for (auto& d : differing_keys(v, b[k], key)) out.push_back(d);
-    }
-    for (auto& [k, v] : b.items())
-      if (!a.contains(k)) out.push_back(prefix.empty() ? k : prefix + "." + k);
-  } else if (a != b) {
-    out.push_back(prefix);
-  }
-  return out;
-}
-
-// Keys that may change between a run and its resumption: they change neither the
-// numbers computed nor the schedule.
-bool may_change_on_resume(const std::string& key) {
-  for (const char* k : {"train.max_steps", "train.log_every", "train.checkpoint_every", "data.num_workers",
-                        "data.eval_batch_size", "train.eval_every"})
-    if (key == k) return true;
-  return false;
-}
 
 }  // namespace
 
@@ -192,15 +167,7 @@ void Trainer::State::setup() {
   if (opt.resume) {
     json stored;
     pos = load_train_state(state_path, *model, *optim, ema ? &ema->module() : nullptr, &stored);
-    std::vector<std::string> changed;
-    for (auto& k : differing_keys(stored, resolved))
-      if (!may_change_on_resume(k)) changed.push_back(k);
-    if (!changed.empty()) {
-      std::string list;
-      for (auto& k : changed) list += (list.empty() ? "" : ", ") + k;
-      fail(state_path, ": the config differs from the run's in ", list,
-           " (a resumed run must keep them; start a new run instead)");
-    }
+    check_resume_config(stored, resolved, state_path);
   }
   const std::string text = resolved.dump(2) + "\n";
   write_file_atomic(dir + "/config.json", text.data(), text.size());
