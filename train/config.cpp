@@ -250,6 +250,19 @@ std::vector<ConfigField> make_fields() {
   f.push_back(field("train.on_nonfinite", &E::train, &TrainConfig::on_nonfinite,
                     "non-finite loss or gradient: stop | skip (the step; stop after 10 in a row)",
                     one_of({"stop", "skip"})));
+
+  // distill
+  f.push_back(field("distill.teacher", &E::distill, &DistillConfig::teacher,
+                    "teacher checkpoint for distill.type hard or soft, e.g. runs/quickstart/best.safetensors "
+                    "(sima-train --config configs/quickstart.json writes it); same classes, input size and channels "
+                    "as the student"));
+  f.push_back(field("distill.type", &E::distill, &DistillConfig::type,
+                    "DeiT distillation: none, hard (CE to the teacher's argmax) or soft (KL at temperature tau)",
+                    one_of({"none", "hard", "soft"})));
+  f.push_back(field("distill.alpha", &E::distill, &DistillConfig::alpha,
+                    "loss = (1 − alpha)·CE(cls head, labels) + alpha·distillation term, [0, 1]", within(0, 1)));
+  f.push_back(field("distill.tau", &E::distill, &DistillConfig::tau, "soft: distillation temperature (> 0)",
+                    positive()));
   return f;
 }
 
@@ -308,6 +321,12 @@ void validate(const ExperimentConfig& c, const std::string& src) {
     check(c.optimizer.type == "sgd" && c.optimizer.momentum > 0, src,
           ": optimizer.nesterov needs optimizer.type sgd and optimizer.momentum > 0");
   if (c.train.ema) check(c.train.ema_decay > 0, src, ": train.ema_decay must be positive when train.ema is on");
+  if (c.distill.type != "none") {
+    check(!c.distill.teacher.empty(), src, ": distill.type ", c.distill.type, " needs distill.teacher (a checkpoint)");
+    check(m.arch == "deit" && m.distilled, src, ": distill.type ", c.distill.type,
+          " needs a student with a distillation token: a DeiT with model.distilled true (model.arch is ", m.arch,
+          ", model.distilled ", m.distilled ? "true" : "false", ")");
+  }
   try {
     validate_augment(c.augment);
   } catch (const Error& e) {
