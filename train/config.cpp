@@ -298,6 +298,18 @@ std::vector<ConfigField> make_fields() {
                     "clip each parameter's gradient norm to this (0 = off)", at_least(0)));
   f.push_back(field("dino.freeze_last_layer", &E::dino, &DinoConfig::freeze_last_layer,
                     "epochs during which the head's last layer gets no update", int_at_least(0)));
+  // distill
+  f.push_back(field("distill.teacher", &E::distill, &DistillConfig::teacher,
+                    "teacher checkpoint for distill.type hard or soft, e.g. runs/quickstart/best.safetensors "
+                    "(sima-train --config configs/quickstart.json writes it); same classes, input size and channels "
+                    "as the student"));
+  f.push_back(field("distill.type", &E::distill, &DistillConfig::type,
+                    "DeiT distillation: none, hard (CE to the teacher's argmax) or soft (KL at temperature tau)",
+                    one_of({"none", "hard", "soft"})));
+  f.push_back(field("distill.alpha", &E::distill, &DistillConfig::alpha,
+                    "loss = (1 − alpha)·CE(cls head, labels) + alpha·distillation term, [0, 1]", within(0, 1)));
+  f.push_back(field("distill.tau", &E::distill, &DistillConfig::tau, "soft: distillation temperature (> 0)",
+                    positive()));
   return f;
 }
 
@@ -359,12 +371,19 @@ void validate(const ExperimentConfig& c, const std::string& src) {
   if (c.dino.enabled) {
     check(!c.mixup.enabled(), src, ": mixup/cutmix cannot be used with dino.enabled (DINO uses no labels)");
     check(!c.train.ema, src, ": train.ema cannot be used with dino.enabled (the DINO teacher is the EMA)");
+    check(c.distill.type == "none", src, ": distill.type must be none with dino.enabled (one teacher at a time)");
     check(c.optimizer.clip_grad == 0, src,
           ": optimizer.clip_grad must be 0 with dino.enabled (DINO clips each parameter: dino.clip_grad)");
     check(c.schedule.weight_decay_end < 0, src,
           ": schedule.weight_decay_end must stay -1 with dino.enabled (the schedule ends at dino.weight_decay_end)");
     check(c.dino.warmup_teacher_temp_epochs <= c.train.epochs, src, ": dino.warmup_teacher_temp_epochs ",
           c.dino.warmup_teacher_temp_epochs, " exceeds train.epochs ", c.train.epochs);
+  }
+  if (c.distill.type != "none") {
+    check(!c.distill.teacher.empty(), src, ": distill.type ", c.distill.type, " needs distill.teacher (a checkpoint)");
+    check(m.arch == "deit" && m.distilled, src, ": distill.type ", c.distill.type,
+          " needs a student with a distillation token: a DeiT with model.distilled true (model.arch is ", m.arch,
+          ", model.distilled ", m.distilled ? "true" : "false", ")");
   }
   try {
     validate_augment(c.augment);

@@ -8,7 +8,8 @@
 //     "mixup":    {"mixup_alpha": 0.0},
 //     "optimizer":{"type": "adamw", "base_lr": 5e-4, "weight_decay": 0.05},
 //     "schedule": {"type": "cosine", "warmup_epochs": 1, "min_lr": 1e-5},
-//     "train":    {"epochs": 10, "seed": 0, "label_smoothing": 0.1}
+//     "train":    {"epochs": 10, "seed": 0, "label_smoothing": 0.1},
+//     "distill":  {"teacher": "runs/quickstart/best.safetensors", "type": "hard"}
 //   }
 //
 // Every key is optional (the defaults are the DeiT recipe where it has one) and every key is
@@ -106,6 +107,15 @@ struct DinoConfig {
   int64_t freeze_last_layer = 1;    // epochs with the last layer's gradient dropped
 };
 
+// DeiT distillation (train/distill.h): a frozen teacher checkpoint supervises the student's
+// distillation head; the class head keeps learning the labels.
+struct DistillConfig {
+  std::string teacher;        // a model checkpoint (models/checkpoint.h); "" = none
+  std::string type = "none";  // none | hard | soft
+  double alpha = 0.5;         // weight of the distillation term (DeiT: 0.5)
+  double tau = 1.0;           // soft: temperature
+};
+
 struct ExperimentConfig {
   std::string name = "run";
   nlohmann::json model_json = nlohmann::json::object();  // as written (registry JSON)
@@ -117,6 +127,7 @@ struct ExperimentConfig {
   ScheduleConfig schedule;
   TrainConfig train;
   DinoConfig dino;
+  DistillConfig distill;
 
   // The lr the optimizer uses after warmup (optimizer.lr or the scaled base_lr).
   double effective_lr() const;

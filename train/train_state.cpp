@@ -62,7 +62,8 @@ void check_matches(const Module& m, const StateDict& sd, const std::string& path
 }  // namespace
 
 void save_train_state(const std::string& path, const Module& model, const Optimizer& optim, const Module* ema,
-                      const TrainPosition& pos, const json& config) {
+                      const TrainPosition& pos, const json& config,
+                      const std::map<std::string, std::string>& extra_metadata) {
   NamedTensors tensors;
   for (auto& [name, t] : model.state_dict()) tensors.emplace_back("model." + name, t);
   for (auto& [name, t] : optim.state()) tensors.emplace_back("optim." + name, t);
@@ -73,11 +74,12 @@ void save_train_state(const std::string& path, const Module& model, const Optimi
     auto st = rng(RngStream(s)).state();
     rng_state.push_back(json(std::vector<uint64_t>(st.begin(), st.end())));
   }
-  save_safetensors(path, tensors,
-                   {{"format", kFormat},
-                    {"position", position_to_json(pos).dump()},
-                    {"rng", rng_state.dump()},
-                    {"config", config.dump()}});
+  std::map<std::string, std::string> meta = extra_metadata;
+  meta["format"] = kFormat;
+  meta["position"] = position_to_json(pos).dump();
+  meta["rng"] = rng_state.dump();
+  meta["config"] = config.dump();
+  save_safetensors(path, tensors, meta);
 }
 
 TrainPosition load_train_state(const std::string& path, Module& model, Optimizer& optim, Module* ema,

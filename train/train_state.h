@@ -9,6 +9,7 @@
 //             "rng" = the four RNG stream states, "config" = the resolved experiment config.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -26,8 +27,10 @@ struct TrainPosition {
   double best_top1 = -1.0;  // best test top-1 so far (-1: none yet)
 };
 
+// `extra_metadata` adds keys (e.g. "distill_teacher"); the four above cannot be replaced.
 void save_train_state(const std::string& path, const Module& model, const Optimizer& optim, const Module* ema,
-                      const TrainPosition& pos, const nlohmann::json& config);
+                      const TrainPosition& pos, const nlohmann::json& config,
+                      const std::map<std::string, std::string>& extra_metadata = {});
 
 // Loads into the given objects (all checked before anything changes: names, shapes, format)
 // and restores the RNG streams. Returns the position; `config` receives the stored config.

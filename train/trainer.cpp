@@ -13,8 +13,10 @@
 #include "data/mixup.h"
 #include "models/checkpoint.h"
 #include "models/registry.h"
+#include "models/safetensors.h"
 #include "train/curves.h"
 #include "train/data_spec.h"
+#include "train/distill.h"
 #include "train/ema.h"
 #include "train/metrics.h"
 #include "train/optim.h"
@@ -48,6 +50,7 @@ struct Trainer::State {
 
   std::shared_ptr<Model> model;
   std::unique_ptr<ModelEma> ema;
+  std::unique_ptr<DistillTeacher> teacher;  // distill.type hard | soft
   std::shared_ptr<const Dataset> train_set, test_set;
   std::unique_ptr<DataLoader> loader;
   std::unique_ptr<Optimizer> optim;
@@ -115,6 +118,10 @@ void Trainer::State::setup() {
         " training images: no full batch");
   total_steps = steps_per_epoch * c.train.epochs;
 
+  // The distillation teacher, checked against the student before any work (and before the
+  // seed: building it draws initial weights it then overwrites).
+  if (c.distill.type != "none") teacher = std::make_unique<DistillTeacher>(c.distill.teacher, c.model, classes);
+
   // Model, seeded: the same seed gives the same initial weights.
   manual_seed(uint64_t(c.train.seed));
   model = create_model(c.model);
@@ -168,6 +175,19 @@ void Trainer::State::setup() {
     json stored;
     pos = load_train_state(state_path, *model, *optim, ema ? &ema->module() : nullptr, &stored);
     check_resume_config(stored, resolved, state_path);
+    if (teacher) {  // the teacher is part of the loss: a resumed run must see the same file
+      auto meta = read_safetensors_metadata(state_path);
+      std::string was;
+      if (auto it = meta.find("distill_teacher"); it != meta.end()) {
+        try {
+          was = json::parse(it->second).at("crc32").get<std::string>();
+        } catch (const json::exception&) {
+        }
+      }
+      check(was == teacher->crc32(), "distill.teacher: ", teacher->path(), " has changed since the run started (crc32 ",
+            was.empty() ? std::string("unknown") : was, ", now ", teacher->crc32(),
+            "); a resumed run must distill from the same teacher");
+    }
   }
   const std::string text = resolved.dump(2) + "\n";
   write_file_atomic(dir + "/config.json", text.data(), text.size());
@@ -187,16 +207,26 @@ double Trainer::State::train_step(const Batch& batch, double& grad_norm_out, boo
     images = mixed.images;
     soft_targets = mixed.targets;
   }
+  auto label_loss = [&](const Tensor& logits) {
+    return soft_targets.defined() ? cross_entropy(logits, soft_targets)
+                                  : cross_entropy(logits, batch.labels, float(c.train.label_smoothing));
+  };
+  // The teacher sees the same augmented, mixed images (no graph, eval mode, no random draws).
+  Tensor teacher_logits = teacher ? teacher->logits(images) : Tensor();
   model->train();
   std::vector<Tensor> heads = model->forward_heads(images);
-  // Every head learns the labels; a distilled DeiT without a teacher trains both heads.
   Tensor loss;
-  for (auto& logits : heads) {
-    Tensor l = soft_targets.defined() ? cross_entropy(logits, soft_targets)
-                                      : cross_entropy(logits, batch.labels, float(c.train.label_smoothing));
-    loss = loss.defined() ? add(loss, l) : l;
+  if (teacher) {
+    // DeiT distillation: the class head learns the labels, the distillation head the teacher.
+    loss = distillation_loss(label_loss(heads[0]), heads[1], teacher_logits, c.distill);
+  } else {
+    // Every head learns the labels; a distilled DeiT without a teacher trains both heads.
+    for (auto& logits : heads) {
+      Tensor l = label_loss(logits);
+      loss = loss.defined() ? add(loss, l) : l;
+    }
+    if (heads.size() > 1) loss = mul(loss, 1.0f / float(heads.size()));
   }
-  if (heads.size() > 1) loss = mul(loss, 1.0f / float(heads.size()));
   const double value = loss.item();
   skipped = false;
 
@@ -251,6 +281,13 @@ void Trainer::State::save_all(bool epoch_end, const EvalResult* eval) {
   std::map<std::string, std::string> meta = {
       {"normalization", norm.dump()}, {"data", to_string(spec)}, {"classes", json(classes).dump()},
       {"step", std::to_string(pos.step)}};
+  std::map<std::string, std::string> state_meta;
+  if (teacher) {
+    json d = {{"type", cfg.distill.type}, {"alpha", cfg.distill.alpha}, {"tau", cfg.distill.tau},
+              {"teacher", teacher->describe()}};
+    meta["distill"] = d.dump();
+    state_meta["distill_teacher"] = teacher->describe().dump();
+  }
   if (epoch_end) {
     save_checkpoint(dir + "/model.safetensors", *model, meta);
     if (ema) save_checkpoint(dir + "/model_ema.safetensors", static_cast<Model&>(ema->module()), meta);
@@ -260,7 +297,8 @@ void Trainer::State::save_all(bool epoch_end, const EvalResult* eval) {
     }
   }
   // The train state last: a run killed before this rename resumes from the previous state.
-  save_train_state(dir + "/train_state.safetensors", *model, *optim, ema ? &ema->module() : nullptr, pos, resolved);
+  save_train_state(dir + "/train_state.safetensors", *model, *optim, ema ? &ema->module() : nullptr, pos, resolved,
+                   state_meta);
 }
 
 TrainResult Trainer::fit() {
@@ -274,6 +312,9 @@ TrainResult Trainer::fit() {
         std::to_string(s.train_set->size()) + " training images, " + std::to_string(s.steps_per_epoch) +
         " steps/epoch, lr " + std::to_string(c.effective_lr()) +
         (c.optimizer.type == "adamw" ? " (AdamW)" : " (SGD)") +
+        (s.teacher ? ", " + c.distill.type + " distillation (alpha " + std::to_string(c.distill.alpha) + ") from " +
+                         s.teacher->path() + " (" + s.teacher->model().config().arch + ")"
+                   : "") +
         (s.opt.resume ? ", resumed at step " + std::to_string(s.pos.step) : ""));
 
   bool stop = c.train.max_steps > 0 && s.pos.step >= c.train.max_steps;  // already there

@@ -11,7 +11,10 @@
 // (seed, epoch, batch)) → mixup/cutmix (generator seeded by (seed, epoch, batch)) → forward
 // in train mode → cross-entropy (label smoothing or the mixed soft targets; a distilled
 // DeiT's two heads each get half) → backward → non-finite check → clip → optimizer step →
-// EMA update.
+// EMA update. With distill.type hard | soft (train/distill.h) the frozen teacher runs on the
+// same mixed batch first, and the loss is (1 − α)·CE(class head) + α·distillation term of the
+// distillation head; the checkpoints' metadata "distill" names the teacher (path, bytes,
+// crc32), and a resumed run refuses a teacher file whose crc32 has changed.
 //
 // Exact resume. train_state.safetensors holds the model ("model.*"), the optimizer moments
 // ("optim.*"), the EMA weights ("ema.*"), and in its metadata the global step, the epoch and

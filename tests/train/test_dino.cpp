@@ -325,6 +325,10 @@ TEST_CASE("DINO config: defaults off, cross-key checks, crops the model cannot t
   CHECK(error_message([&] { experiment_from_json(j); }).find("mixup/cutmix cannot be used with dino.enabled") !=
         std::string::npos);
   j = tiny_dino_config();
+  j["distill"] = {{"type", "hard"}, {"teacher", "t.safetensors"}};
+  CHECK(error_message([&] { experiment_from_json(j); }).find("distill.type must be none with dino.enabled") !=
+        std::string::npos);
+  j = tiny_dino_config();
   j["optimizer"]["clip_grad"] = 1.0;
   CHECK(error_message([&] { experiment_from_json(j); }).find("dino.clip_grad") != std::string::npos);
   j = tiny_dino_config();
