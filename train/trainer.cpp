@@ -312,7 +312,8 @@ TrainResult Trainer::fit() {
         std::to_string(s.train_set->size()) + " training images, " + std::to_string(s.steps_per_epoch) +
         " steps/epoch, lr " + std::to_string(c.effective_lr()) +
         (c.optimizer.type == "adamw" ? " (AdamW)" : " (SGD)") +
-        (s.teacher ? ", " + c.distill.type + " distillation (alpha " + std::to_string(c.distill.alpha) + ") from " +
+        (s.teacher ? ", " + c.distill.type + " distillation (alpha " + json(c.distill.alpha).dump() +
+                         (c.distill.type == "soft" ? ", tau " + json(c.distill.tau).dump() : "") + ") from " +
                          s.teacher->path() + " (" + s.teacher->model().config().arch + ")"
                    : "") +
         (s.opt.resume ? ", resumed at step " + std::to_string(s.pos.step) : ""));
