@@ -540,8 +540,16 @@ bool may_change_on_resume(const std::string& key) {
 }  // namespace
 
 void check_resume_config(const json& stored, const json& resolved, const std::string& state_path) {
+  // A run saved before a config section existed lacks its keys: resolve the stored config
+  // again so they take their defaults (what that run used) before comparing.
+  json then = stored;
+  try {
+    then = experiment_to_json(experiment_from_json(stored, state_path));
+  } catch (const Error&) {
+    // not a valid config today (a key since removed): compare as stored, naming the keys
+  }
   std::vector<std::string> changed;
-  for (auto& k : differing_keys(stored, resolved))
+  for (auto& k : differing_keys(then, resolved))
     if (!may_change_on_resume(k)) changed.push_back(k);
   if (changed.empty()) return;
   std::string list;

@@ -178,3 +178,18 @@ TEST_CASE("config: the README's key table is the generated one (regenerate with 
   CHECK_MESSAGE(ss.str().find(config_reference_markdown()) != std::string::npos,
                 "README.md's config table is out of date: paste the output of build/bin/sima-train --config-reference");
 }
+
+TEST_CASE("check_resume_config: changed keys are named; sections added since the run take their defaults") {
+  const json resolved = experiment_to_json(experiment_from_json(json::object()));
+  CHECK_NOTHROW(check_resume_config(resolved, resolved, "run/train_state.safetensors"));
+  json older = resolved;
+  older.erase("distill");  // a run saved before the distill section existed
+  older.erase("dino");
+  CHECK_NOTHROW(check_resume_config(older, resolved, "run/train_state.safetensors"));
+  json changed = resolved;
+  changed["train"]["epochs"] = 99;
+  changed["train"]["max_steps"] = 5;  // may change
+  CHECK(error_message([&] { check_resume_config(changed, resolved, "run/train_state.safetensors"); }) ==
+        "run/train_state.safetensors: the config differs from the run's in train.epochs (a resumed run must keep "
+        "them; start a new run instead)");
+}
