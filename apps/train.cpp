@@ -23,6 +23,36 @@
 namespace {
 std::atomic<bool> g_stop{false};
 extern "C" void on_signal(int) { g_stop.store(true); }
+
+// How a run ended, for its last line.
+struct RunEnd {
+  bool interrupted;      // stopped before its last epoch (signal or train.max_steps)
+  int64_t steps;
+  double seconds;
+  std::string run_dir;
+  bool nothing_done;     // the run had already finished
+  int64_t epochs_done;
+};
+
+// Prints the run's last line and returns the exit code: 130 after Ctrl-C / SIGTERM (with the
+// resume command), 0 otherwise. `done` is the line for a run that trained to its end.
+int report_end(const char* argv0, const RunEnd& e, const std::string& done) {
+  if (g_stop.load() && e.interrupted) {
+    std::fprintf(stderr, "sima-train: interrupted at step %lld; the train state is saved. Resume with:\n"
+                 "  %s --out %s --resume\n", (long long)e.steps, argv0, e.run_dir.c_str());
+    return 130;
+  }
+  if (e.interrupted)
+    std::printf("stopped after %lld steps (train.max_steps) in %.1f s; continue with --out %s --resume\n",
+                (long long)e.steps, e.seconds, e.run_dir.c_str());
+  else if (e.nothing_done)
+    std::printf("nothing to do: the run in %s has finished its %lld epochs\n", e.run_dir.c_str(),
+                (long long)e.epochs_done);
+  else
+    std::printf("%s\n", done.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,42 +94,25 @@ int main(int argc, char** argv) {
     if (cfg.dino.enabled) {  // self-supervised: train/dino_trainer.h
       DinoTrainer dino(cfg, opt);
       DinoTrainResult r = dino.fit();
-      if (g_stop.load() && r.interrupted) {
-        std::fprintf(stderr, "sima-train: interrupted at step %lld; the train state is saved. Resume with:\n"
-                     "  %s --out %s --resume\n", (long long)r.steps, argv[0], r.run_dir.c_str());
-        return 130;
-      }
-      if (r.interrupted)
-        std::printf("stopped after %lld steps (train.max_steps) in %.1f s; continue with --out %s --resume\n",
-                    (long long)r.steps, r.seconds, r.run_dir.c_str());
-      else if (r.epochs.empty())
-        std::printf("nothing to do: the run in %s has finished its %lld epochs\n", r.run_dir.c_str(),
-                    (long long)r.epochs_done);
-      else
-        std::printf("done: DINO, %lld steps in %.1f s; last epoch loss %.4f, teacher entropy %.3f, KL %.4f; "
-                    "teacher backbone %s/model.safetensors\n",
-                    (long long)r.steps, r.seconds, r.epochs.back().loss, r.epochs.back().teacher_entropy,
-                    r.epochs.back().kl, r.run_dir.c_str());
-      return 0;
+      char done[512] = "";
+      if (!r.epochs.empty())
+        std::snprintf(done, sizeof done,
+                      "done: DINO, %lld steps in %.1f s; last epoch loss %.4f, teacher entropy %.3f, KL %.4f; "
+                      "teacher backbone %s/model.safetensors",
+                      (long long)r.steps, r.seconds, r.epochs.back().loss, r.epochs.back().teacher_entropy,
+                      r.epochs.back().kl, r.run_dir.c_str());
+      return report_end(argv[0], {r.interrupted, r.steps, r.seconds, r.run_dir, r.epochs.empty(), r.epochs_done}, done);
     }
     Trainer trainer(cfg, opt);
     TrainResult r = trainer.fit();
-    if (g_stop.load() && r.interrupted) {
-      std::fprintf(stderr, "sima-train: interrupted at step %lld; the train state is saved. Resume with:\n"
-                   "  %s --out %s --resume\n", (long long)r.steps, argv[0], r.run_dir.c_str());
-      return 130;
-    }
-    if (r.interrupted)
-      std::printf("stopped after %lld steps (train.max_steps) in %.1f s; continue with --out %s --resume\n",
-                  (long long)r.steps, r.seconds, r.run_dir.c_str());
-    else if (r.last_eval.count == 0)
-      std::printf("nothing to do: the run in %s has finished its %lld epochs\n", r.run_dir.c_str(),
-                  (long long)r.epochs_done);
-    else
-      std::printf("done: %lld steps in %.1f s; test top-1 %.2f%% (best %.2f%%), top-5 %.2f%%, loss %.4f; run folder %s\n",
-                  (long long)r.steps, r.seconds, r.last_eval.top1, r.best_top1, r.last_eval.top5, r.last_eval.loss,
-                  r.run_dir.c_str());
-    return 0;
+    char done[512] = "";
+    if (r.last_eval.count > 0)
+      std::snprintf(done, sizeof done,
+                    "done: %lld steps in %.1f s; test top-1 %.2f%% (best %.2f%%), top-5 %.2f%%, loss %.4f; run folder %s",
+                    (long long)r.steps, r.seconds, r.last_eval.top1, r.best_top1, r.last_eval.top5, r.last_eval.loss,
+                    r.run_dir.c_str());
+    return report_end(argv[0], {r.interrupted, r.steps, r.seconds, r.run_dir, r.last_eval.count == 0, r.epochs_done},
+                      done);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sima-train: error: %s\n", e.what());
     return 1;

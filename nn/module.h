@@ -80,4 +80,18 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
+// Eval mode for the scope; the module's own train/eval mode comes back when the guard goes
+// out of scope (also when an error unwinds through).
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(Module& m) : m_(m), was_training_(m.is_training()) { m_.eval(); }
+  ~EvalModeGuard() { m_.train(was_training_); }
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  Module& m_;
+  bool was_training_;
+};
+
 }  // namespace sima

@@ -17,6 +17,7 @@
 #include "train/curves.h"
 #include "train/data_spec.h"
 #include "train/ema.h"
+#include "train/loop_common.h"
 #include "train/metrics.h"
 #include "train/optim.h"
 #include "train/progress.h"
@@ -91,7 +92,6 @@ struct DinoTrainer::State {
   std::unique_ptr<MultiViewLoader> loader;
   std::unique_ptr<Optimizer> optim;
   std::vector<Tensor> params;  // what the optimizer trains (clipping, gradient checks)
-  std::vector<std::string> param_names;
   DinoSchedules sched;
   MetricsLog log;
   std::unique_ptr<ProgressBar> progress;
@@ -127,15 +127,7 @@ void DinoTrainer::State::setup() {
   resolved = experiment_to_json(c);
   dir = opt.run_dir.empty() ? "runs/" + c.name : opt.run_dir;
   const std::string state_path = dir + "/train_state.safetensors";
-  if (opt.resume) {
-    check(fs::exists(state_path), dir, ": nothing to resume (no train_state.safetensors); start without --resume");
-  } else {
-    check(!fs::exists(state_path), dir, " already holds a run (train_state.safetensors); pass --resume to continue it, "
-          "or choose another --out");
-  }
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  check(!ec && fs::is_directory(dir), dir, ": cannot create the run folder (", ec.message(), ")");
+  prepare_run_folder(dir, opt.resume);
 
   // Data: the training split through DINO's multi-crop, views grouped by resolution.
   spec = parse_data_spec(c.data.dataset);
@@ -197,23 +189,9 @@ void DinoTrainer::State::setup() {
 
   // Optimizer: DINO's get_params_groups (biases and 1-D parameters without weight decay).
   auto groups = param_groups_no_decay(student->trainable_parameters(), {});
-  const double lr = c.effective_lr();
-  if (c.optimizer.type == "adamw")
-    optim = std::make_unique<AdamW>(groups, AdamWOptions{.lr = lr,
-                                                         .beta1 = c.optimizer.beta1,
-                                                         .beta2 = c.optimizer.beta2,
-                                                         .eps = c.optimizer.eps,
-                                                         .weight_decay = c.optimizer.weight_decay});
-  else
-    optim = std::make_unique<SGD>(groups, SGDOptions{.lr = lr,
-                                                     .momentum = c.optimizer.momentum,
-                                                     .weight_decay = c.optimizer.weight_decay,
-                                                     .nesterov = c.optimizer.nesterov});
+  optim = make_optimizer(std::move(groups), c);
   for (auto& g : optim->param_groups())
-    for (auto& [name, p] : g.params) {
-      params.push_back(p);
-      param_names.push_back(name);
-    }
+    for (auto& [name, p] : g.params) params.push_back(p);
   sched = dino_schedules(c, steps_per_epoch);
 
   if (opt.resume) {
@@ -249,16 +227,11 @@ double DinoTrainer::State::train_step(const MultiViewBatch& batch, DINOLossStats
   const double value = stats.loss;
   skipped = false;
 
-  auto nonfinite = [&](const std::string& what) {
-    if (c.train.on_nonfinite == "skip" && ++skipped_in_row < 10) {
-      optim->zero_grad();
-      skipped = true;
-      say("step " + std::to_string(pos.step + 1) + ": " + what + "; step skipped (train.on_nonfinite = skip)");
-      return;
-    }
-    fail("step ", pos.step + 1, " (epoch ", pos.epoch + 1, ", batch ", pos.batch + 1, "): ", what,
-         c.train.on_nonfinite == "skip" ? " (10 steps in a row)" : "",
-         "; DINO training stopped. Lower the learning rate or resume from the last checkpoint with --resume");
+  auto nonfinite = [&](const std::string& what) {  // skips the step or fails
+    handle_nonfinite_step(what, c, pos, skipped_in_row, *optim, [&](const std::string& l) { say(l); },
+                          "DINO training stopped. Lower the learning rate or resume from the last checkpoint "
+                          "with --resume");
+    skipped = true;
   };
   if (!std::isfinite(value)) {
     nonfinite("the DINO loss is not finite (" + std::to_string(value) + ")");
@@ -274,15 +247,7 @@ double DinoTrainer::State::train_step(const MultiViewBatch& batch, DINOLossStats
     grad_norm_out = grad_norm(params);
   }
   if (!std::isfinite(grad_norm_out)) {
-    std::string first;
-    for (size_t i = 0; i < params.size() && first.empty(); ++i)
-      if (params[i].grad().defined())
-        for (float v : to_vector(params[i].grad()))
-          if (!std::isfinite(v)) {
-            first = param_names[i];
-            break;
-          }
-    nonfinite("the gradient of '" + first + "' is not finite");
+    nonfinite("the gradient of '" + first_nonfinite_gradient(*optim) + "' is not finite");
     return value;
   }
   skipped_in_row = 0;
@@ -375,15 +340,7 @@ DinoTrainResult DinoTrainer::fit() {
         window_loss = 0.0;
       }
       if (s.progress) {
-        const double remaining = double(s.steps_per_epoch - s.pos.batch) * double(c.data.batch_size);
-        s.progress->update({.epoch = s.pos.epoch,
-                            .epochs = c.train.epochs,
-                            .step = s.pos.batch,
-                            .steps = s.steps_per_epoch,
-                            .loss = s.pos.epoch_loss_count ? s.pos.epoch_loss_sum / double(s.pos.epoch_loss_count) : loss,
-                            .lr = lr,
-                            .images_per_second = img_per_s,
-                            .eta_seconds = img_per_s > 0 ? remaining / img_per_s : 0.0});
+        update_progress(*s.progress, s.pos, c, s.steps_per_epoch, loss, lr, img_per_s);
       }
       const bool flagged = s.opt.stop_flag && s.opt.stop_flag->load();
       const bool at_max = c.train.max_steps > 0 && s.pos.step >= c.train.max_steps;

@@ -26,20 +26,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Puts the model in eval mode and restores its train/eval mode when it goes out of scope
-// (also when an error unwinds through).
-class EvalModeGuard {
- public:
-  explicit EvalModeGuard(Model& m) : m_(m), was_training_(m.is_training()) { m_.eval(); }
-  ~EvalModeGuard() { m_.train(was_training_); }
-  EvalModeGuard(const EvalModeGuard&) = delete;
-  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
-
- private:
-  Model& m_;
-  bool was_training_;
-};
-
 // The rank of class `label` in a row of logits when sorted by decreasing value, ties broken
 // by lower class index first (so rank 0 is the argmax torch.argmax returns: the first
 // maximum). A NaN true logit ranks last.

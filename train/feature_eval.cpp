@@ -28,19 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Eval mode for the scope, the model's own mode restored after (also on an error).
-class EvalModeGuard {
- public:
-  explicit EvalModeGuard(Model& m) : m_(m), was_training_(m.is_training()) { m_.eval(); }
-  ~EvalModeGuard() { m_.train(was_training_); }
-  EvalModeGuard(const EvalModeGuard&) = delete;
-  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
-
- private:
-  Model& m_;
-  bool was_training_;
-};
-
 // Runs `feature` (B, ...) -> (B, D) over the dataset in order and stacks the rows: (N, D).
 Features extract(std::shared_ptr<const Dataset> dataset, const FeatureOptions& options, const char* who,
                  const std::function<Tensor(const Tensor&)>& feature) {

@@ -20,19 +20,6 @@ namespace sima {
 
 namespace {
 
-// Eval mode for the call, the previous mode back afterwards (also when an error unwinds).
-class EvalModeGuard {
- public:
-  explicit EvalModeGuard(Module& m) : m_(m), was_training_(m.is_training()) { m_.eval(); }
-  ~EvalModeGuard() { m_.train(was_training_); }
-  EvalModeGuard(const EvalModeGuard&) = delete;
-  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
-
- private:
-  Module& m_;
-  bool was_training_;
-};
-
 // Installs a qk_hook for the scope, restoring whatever hook was there before.
 class HookGuard {
  public:

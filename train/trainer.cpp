@@ -18,6 +18,7 @@
 #include "train/data_spec.h"
 #include "train/distill.h"
 #include "train/ema.h"
+#include "train/loop_common.h"
 #include "train/metrics.h"
 #include "train/optim.h"
 #include "train/progress.h"
@@ -88,15 +89,7 @@ void Trainer::State::setup() {
   resolved = experiment_to_json(c);
   dir = opt.run_dir.empty() ? "runs/" + c.name : opt.run_dir;
   const std::string state_path = dir + "/train_state.safetensors";
-  if (opt.resume) {
-    check(fs::exists(state_path), dir, ": nothing to resume (no train_state.safetensors); start without --resume");
-  } else {
-    check(!fs::exists(state_path), dir, " already holds a run (train_state.safetensors); pass --resume to continue it, "
-          "or choose another --out");
-  }
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  check(!ec && fs::is_directory(dir), dir, ": cannot create the run folder (", ec.message(), ")");
+  prepare_run_folder(dir, opt.resume);
 
   // Data first: a wrong path fails before any model is built.
   spec = parse_data_spec(c.data.dataset);
@@ -132,25 +125,14 @@ void Trainer::State::setup() {
 
   // Optimizer over two parameter groups (with and without weight decay).
   auto groups = param_groups_no_decay(model->named_parameters(), c.optimizer.no_weight_decay);
-  const double lr = c.effective_lr();
-  if (c.optimizer.type == "adamw")
-    optim = std::make_unique<AdamW>(groups, AdamWOptions{.lr = lr,
-                                                         .beta1 = c.optimizer.beta1,
-                                                         .beta2 = c.optimizer.beta2,
-                                                         .eps = c.optimizer.eps,
-                                                         .weight_decay = c.optimizer.weight_decay});
-  else
-    optim = std::make_unique<SGD>(groups, SGDOptions{.lr = lr,
-                                                     .momentum = c.optimizer.momentum,
-                                                     .weight_decay = c.optimizer.weight_decay,
-                                                     .nesterov = c.optimizer.nesterov});
+  optim = make_optimizer(std::move(groups), c);
   for (auto& g : optim->param_groups())
     for (auto& [name, p] : g.params) params.push_back(p);
 
   // Schedules, per step.
   const int64_t warmup = std::llround(c.schedule.warmup_epochs * double(steps_per_epoch));
   lr_schedule = {.type = c.schedule.type,
-                 .base = lr,
+                 .base = c.effective_lr(),
                  .final = c.schedule.min_lr,
                  .warmup_steps = warmup,
                  .warmup_start = c.schedule.warmup_lr,
@@ -230,17 +212,11 @@ double Trainer::State::train_step(const Batch& batch, double& grad_norm_out, boo
   const double value = loss.item();
   skipped = false;
 
-  auto nonfinite = [&](const std::string& what) {
-    if (c.train.on_nonfinite == "skip" && ++skipped_in_row < 10) {
-      optim->zero_grad();
-      skipped = true;
-      say("step " + std::to_string(pos.step + 1) + ": " + what + "; step skipped (train.on_nonfinite = skip)");
-      return;
-    }
-    fail("step ", pos.step + 1, " (epoch ", pos.epoch + 1, ", batch ", pos.batch + 1, "): ", what,
-         c.train.on_nonfinite == "skip" ? " (10 steps in a row)" : "",
-         "; training stopped. Lower the learning rate, enable optimizer.clip_grad, or resume from the last "
-         "checkpoint with --resume");
+  auto nonfinite = [&](const std::string& what) {  // skips the step or fails
+    handle_nonfinite_step(what, c, pos, skipped_in_row, *optim, [&](const std::string& l) { say(l); },
+                          "training stopped. Lower the learning rate, enable optimizer.clip_grad, or resume from "
+                          "the last checkpoint with --resume");
+    skipped = true;
   };
   if (!std::isfinite(value)) {
     nonfinite("the loss is not finite (" + std::to_string(value) + ")");
@@ -249,17 +225,7 @@ double Trainer::State::train_step(const Batch& batch, double& grad_norm_out, boo
   loss.backward();
   grad_norm_out = grad_norm(params);
   if (!std::isfinite(grad_norm_out)) {
-    std::string first;
-    for (auto& g : optim->param_groups())
-      for (auto& [name, p] : g.params) {
-        if (!first.empty() || !p.grad().defined()) continue;
-        for (float v : to_vector(p.grad()))
-          if (!std::isfinite(v)) {
-            first = name;
-            break;
-          }
-      }
-    nonfinite("the gradient of '" + first + "' is not finite");
+    nonfinite("the gradient of '" + first_nonfinite_gradient(*optim) + "' is not finite");
     return value;
   }
   skipped_in_row = 0;
@@ -359,15 +325,7 @@ TrainResult Trainer::fit() {
         window_loss = 0.0;
       }
       if (s.progress) {
-        const double remaining = double(s.steps_per_epoch - s.pos.batch) * double(c.data.batch_size);
-        s.progress->update({.epoch = s.pos.epoch,
-                            .epochs = c.train.epochs,
-                            .step = s.pos.batch,
-                            .steps = s.steps_per_epoch,
-                            .loss = s.pos.epoch_loss_count ? s.pos.epoch_loss_sum / double(s.pos.epoch_loss_count) : loss,
-                            .lr = lr,
-                            .images_per_second = img_per_s,
-                            .eta_seconds = img_per_s > 0 ? remaining / img_per_s : 0.0});
+        update_progress(*s.progress, s.pos, c, s.steps_per_epoch, loss, lr, img_per_s);
       }
       const bool flagged = s.opt.stop_flag && s.opt.stop_flag->load();
       const bool at_max = c.train.max_steps > 0 && s.pos.step >= c.train.max_steps;

@@ -1,0 +1,75 @@
+#include "train/loop_common.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace sima {
+
+namespace fs = std::filesystem;
+
+void prepare_run_folder(const std::string& dir, bool resume) {
+  const std::string state_path = dir + "/train_state.safetensors";
+  if (resume) {
+    check(fs::exists(state_path), dir, ": nothing to resume (no train_state.safetensors); start without --resume");
+  } else {
+    check(!fs::exists(state_path), dir, " already holds a run (train_state.safetensors); pass --resume to continue it, "
+          "or choose another --out");
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  check(!ec && fs::is_directory(dir), dir, ": cannot create the run folder (", ec.message(), ")");
+}
+
+std::unique_ptr<Optimizer> make_optimizer(std::vector<ParamGroup> groups, const ExperimentConfig& c) {
+  const double lr = c.effective_lr();
+  if (c.optimizer.type == "adamw")
+    return std::make_unique<AdamW>(std::move(groups), AdamWOptions{.lr = lr,
+                                                                   .beta1 = c.optimizer.beta1,
+                                                                   .beta2 = c.optimizer.beta2,
+                                                                   .eps = c.optimizer.eps,
+                                                                   .weight_decay = c.optimizer.weight_decay});
+  return std::make_unique<SGD>(std::move(groups), SGDOptions{.lr = lr,
+                                                             .momentum = c.optimizer.momentum,
+                                                             .weight_decay = c.optimizer.weight_decay,
+                                                             .nesterov = c.optimizer.nesterov});
+}
+
+std::string first_nonfinite_gradient(const Optimizer& optim) {
+  for (const auto& g : optim.param_groups())
+    for (const auto& [name, p] : g.params) {
+      if (!p.grad().defined()) continue;
+      for (float v : to_vector(p.grad()))
+        if (!std::isfinite(v)) return name;
+    }
+  return "";
+}
+
+void handle_nonfinite_step(const std::string& what, const ExperimentConfig& c, const TrainPosition& pos,
+                           int& skipped_in_row, Optimizer& optim, const std::function<void(const std::string&)>& say,
+                           const std::string& advice) {
+  if (c.train.on_nonfinite == "skip" && ++skipped_in_row < 10) {
+    optim.zero_grad();
+    say("step " + std::to_string(pos.step + 1) + ": " + what + "; step skipped (train.on_nonfinite = skip)");
+    return;
+  }
+  fail("step ", pos.step + 1, " (epoch ", pos.epoch + 1, ", batch ", pos.batch + 1, "): ", what,
+       c.train.on_nonfinite == "skip" ? " (10 steps in a row)" : "", "; ", advice);
+}
+
+void update_progress(ProgressBar& bar, const TrainPosition& pos, const ExperimentConfig& c, int64_t steps_per_epoch,
+                     double step_loss, double lr, double img_per_s) {
+  const double remaining = double(steps_per_epoch - pos.batch) * double(c.data.batch_size);
+  bar.update({.epoch = pos.epoch,
+              .epochs = c.train.epochs,
+              .step = pos.batch,
+              .steps = steps_per_epoch,
+              .loss = pos.epoch_loss_count ? pos.epoch_loss_sum / double(pos.epoch_loss_count) : step_loss,
+              .lr = lr,
+              .images_per_second = img_per_s,
+              .eta_seconds = img_per_s > 0 ? remaining / img_per_s : 0.0});
+}
+
+}  // namespace sima

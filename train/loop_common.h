@@ -1,0 +1,40 @@
+// What the supervised Trainer (trainer.h) and the DinoTrainer (dino_trainer.h) share:
+// the run folder, the optimizer from the config, the non-finite step policy and the
+// progress line.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+#include "train/optim.h"
+#include "train/progress.h"
+#include "train/train_state.h"
+
+namespace sima {
+
+// Creates `dir` (and parents). A folder that already holds train_state.safetensors is
+// refused without `resume`, and `resume` needs one.
+void prepare_run_folder(const std::string& dir, bool resume);
+
+// optimizer.type adamw | sgd over `groups`, at lr = cfg.effective_lr().
+std::unique_ptr<Optimizer> make_optimizer(std::vector<ParamGroup> groups, const ExperimentConfig& cfg);
+
+// The name of the first parameter (in the optimizer's order) whose gradient holds a
+// non-finite value; "" when there is none.
+std::string first_nonfinite_gradient(const Optimizer& optim);
+
+// A step whose loss or gradient is not finite (`what` says which). With
+// train.on_nonfinite = skip, fewer than 10 in a row: the gradients are dropped, `say`
+// tells, and the step is skipped (returns). Otherwise fails, naming the step.
+// `skipped_in_row` counts the skipped steps in a row (the caller resets it after a good step).
+void handle_nonfinite_step(const std::string& what, const ExperimentConfig& cfg, const TrainPosition& pos,
+                           int& skipped_in_row, Optimizer& optim, const std::function<void(const std::string&)>& say,
+                           const std::string& advice);
+
+// The live progress line after a step: the epoch's running loss, lr, img/s and the epoch's ETA.
+void update_progress(ProgressBar& bar, const TrainPosition& pos, const ExperimentConfig& cfg,
+                     int64_t steps_per_epoch, double step_loss, double lr, double img_per_s);
+
+}  // namespace sima
