@@ -1,6 +1,7 @@
 // Whole-file reads, atomic writes and the gzip-or-raw reader (see file_io.h).
 #include "data/file_io.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 
 namespace sima {
@@ -40,14 +42,19 @@ std::vector<uint8_t> read_file(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, const void* data, size_t size) {
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = temp_path_for(path);
   FILE* f = std::fopen(tmp.c_str(), "wb");
   check(f != nullptr, path, ": cannot open for writing (", std::strerror(errno), ")");
   bool ok = size == 0 || std::fwrite(data, 1, size, f) == size;
+  // Flushed to the kernel and then to the disk before the rename: a crash or a power loss after
+  // the rename finds the whole new file, never a short one under the final name.
+  ok = std::fflush(f) == 0 && ok;
+  ok = ::fsync(::fileno(f)) == 0 && ok;
+  const int err = errno;
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) {
     std::remove(tmp.c_str());
-    fail(path, ": write failed");
+    fail(path, ": write failed (", std::strerror(err), "); the previous file, if any, is untouched");
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
@@ -55,6 +62,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
     std::remove(tmp.c_str());
     fail(path, ": cannot rename the temporary file into place (", ec.message(), ")");
   }
+  sync_parent_directory(path);
 }
 
 // ---- GzReader ------------------------------------------------------------------

@@ -18,9 +18,12 @@ int64_t file_size(const std::string& path);
 // The whole file, as stored (no decompression).
 std::vector<uint8_t> read_file(const std::string& path);
 
-// Writes `size` bytes to `path` through a temporary file `path.tmp` renamed over it, so a
-// failed write never leaves a half-written file under the final name.
+// Writes `size` bytes to `path` through a temporary file (core/durable_file.h) that is flushed,
+// fsync'ed and renamed over it, so a failed write, a full disk or a process killed at any moment
+// never leaves a half-written file under the final name: the previous file stays whole.
 void write_file_atomic(const std::string& path, const void* data, size_t size);
+
+
 
 class GzReader {
  public:

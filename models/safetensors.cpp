@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 
 namespace sima {
@@ -375,7 +376,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(text.size() >> (8 * i));
 
   // Write a temporary file beside the target, then rename it over the target.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = temp_path_for(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   check(fd >= 0, at, "cannot create ", tmp, ": ", os_error(errno));
   auto give_up = [&](const std::string& what) {
@@ -396,13 +397,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   if (closed != 0) give_up("close of " + tmp);
   if (::rename(tmp.c_str(), path.c_str()) != 0) give_up("rename of " + tmp + " to " + path);
 
-  // Make the rename itself durable (best effort: some file systems refuse to sync a directory).
-  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  sync_parent_directory(path);  // the rename itself durable
 }
 
 }  // namespace sima

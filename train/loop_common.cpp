@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -21,6 +22,8 @@ void prepare_run_folder(const std::string& dir, bool resume) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   check(!ec && fs::is_directory(dir), dir, ": cannot create the run folder (", ec.message(), ")");
+  // A run killed inside a save leaves its temporary file; the saved files themselves are whole.
+  remove_stale_temp_files(dir);
 }
 
 std::unique_ptr<Optimizer> make_optimizer(std::vector<ParamGroup> groups, const ExperimentConfig& c) {

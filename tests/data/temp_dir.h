@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -22,7 +23,8 @@ class TempDir {
     std::filesystem::create_directories(path_);
   }
   ~TempDir() {
-    std::error_code ec;
+    std::error_code ec;  // a test may have made the folder read-only
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
     std::filesystem::remove_all(path_, ec);
   }
   TempDir(const TempDir&) = delete;
@@ -39,10 +41,27 @@ class TempDir {
     return (path_ / name).string();
   }
   std::string str() const { return path_.string(); }
+  // The names in the folder, sorted.
+  std::vector<std::string> listing() const { return folder_listing(path_.string()); }
+
+  static std::vector<std::string> folder_listing(const std::string& dir) {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
 
  private:
   std::filesystem::path path_;
 };
+
+// The temporaries of interrupted atomic writes ("<name>.tmp.<pid>", core/durable_file.h) in `dir`.
+inline std::vector<std::string> temp_files_in(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const std::string& n : TempDir::folder_listing(dir))
+    if (n.find(".tmp.") != std::string::npos) found.push_back(n);
+  return found;
+}
 
 inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   FILE* f = std::fopen(path.c_str(), "wb");

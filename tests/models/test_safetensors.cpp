@@ -16,6 +16,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "data/temp_dir.h"
 #include "models/safetensors.h"
 
 using namespace sima;
@@ -23,30 +24,6 @@ using namespace sima::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static int counter = 0;
-    dir = fs::temp_directory_path() /
-          ("sima_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(dir, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(dir, ec);
-  }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
-  std::vector<std::string> listing() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-};
 
 std::string read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -90,11 +67,7 @@ void check_bit_identical(const Tensor& got, const Tensor& want) {
   }
 }
 
-bool no_temp_files(const TempDir& d) {
-  for (const auto& n : d.listing())
-    if (n.find(".tmp.") != std::string::npos) return false;
-  return true;
-}
+bool no_temp_files(const TempDir& d) { return temp_files_in(d.str()).empty(); }
 
 // The tensors of the round trip: names out of order, a 0-d tensor, two empty ones, and
 // values that a lossy path would change (NaN payload, ±inf, -0, subnormals, extremes).
@@ -359,7 +332,7 @@ TEST_CASE("hostile headers: JSON, types, dtypes") {
   // Not a file at all.
   CHECK_THROWS_WITH_AS(load_safetensors(d.file("missing.safetensors")),
                        doctest::Contains("missing.safetensors: cannot open: No such file or directory"), Error);
-  CHECK_THROWS_WITH_AS(load_safetensors(d.dir.string()), doctest::Contains(": not a regular file"), Error);
+  CHECK_THROWS_WITH_AS(load_safetensors(d.str()), doctest::Contains(": not a regular file"), Error);
 }
 
 TEST_CASE("hostile headers: shapes and offsets") {
@@ -449,7 +422,7 @@ TEST_CASE("a failed save leaves no temporary file and an existing file untouched
     unchanged();
   }
   SUBCASE("the target's directory does not exist, or is a file") {
-    const std::string missing = d.file("no_such_dir/model.safetensors");
+    const std::string missing = d.str() + "/no_such_dir/model.safetensors";
     CHECK_THROWS_WITH_AS(save_safetensors(missing, good),
                          doctest::Contains((missing + ": cannot save: cannot create " + missing + ".tmp.").c_str()), Error);
     CHECK_THROWS_WITH_AS(save_safetensors(missing, good), doctest::Contains("No such file or directory"), Error);

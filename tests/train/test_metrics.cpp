@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "data/temp_dir.h"
 #include "testing.h"
 #include "train/curves.h"
 #include "train/metrics.h"
@@ -19,22 +20,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static int counter = 0;
-    dir = fs::temp_directory_path() / ("sima_metrics_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
-};
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -119,7 +104,7 @@ TEST_CASE("MetricsLog: compact jsonl lines and the epoch records as CSV") {
         "epoch,kind,note,step,test_top1,train_loss,test_top5\n"
         "0,epoch,\"a,b\",4,81.3,1.25,\n"
         "1,epoch,,8,,0.123457,99.5\n");
-  CHECK_FALSE(fs::exists(log.csv_path() + ".tmp"));
+  CHECK(temp_files_in(fs::path(log.csv_path()).parent_path().string()).empty());
   REQUIRE(log.epoch_records().size() == 2);
   CHECK(log.epoch_records()[1].at("test_top5").get<double>() == 99.5);
 
@@ -137,7 +122,7 @@ TEST_CASE("MetricsLog: compact jsonl lines and the epoch records as CSV") {
 
 TEST_CASE("MetricsLog resume: keeps step <= resume_step, drops a torn last line, appends after") {
   TempDir t;
-  const std::string dir = t.dir.string();
+  const std::string dir = t.str();
   const std::string kept =
       "{\"kind\":\"config\",\"name\":\"run\"}\n"  // no step: kept
       "{\"epoch\":0,\"kind\":\"step\",\"loss\":2.0,\"step\":10}\n"
@@ -177,7 +162,7 @@ TEST_CASE("MetricsLog resume: keeps step <= resume_step, drops a torn last line,
   // Resuming where nothing was logged yet: an empty log.
   TempDir empty;
   MetricsLog fresh;
-  fresh.open(empty.dir.string(), 100);
+  fresh.open(empty.str(), 100);
   CHECK(slurp(fresh.jsonl_path()).empty());
   CHECK(slurp(fresh.csv_path()) == "epoch\n");
 }
@@ -199,7 +184,7 @@ TEST_CASE("read_metrics_jsonl: a bad line before the last is an error naming the
   // A resume over a corrupt log refuses rather than silently dropping records.
   write_text(path, "{\"step\":1}\n{\"step\":2\n{\"step\":3}\n");
   MetricsLog log;
-  CHECK(error_message([&] { log.open(t.dir.string(), 5); }) == path + ":2: malformed JSON (a line before the last)");
+  CHECK(error_message([&] { log.open(t.str(), 5); }) == path + ":2: malformed JSON (a line before the last)");
 }
 
 TEST_CASE("MetricsLog errors name the folder or file that cannot be written") {
@@ -253,7 +238,7 @@ TEST_CASE("render_curves: no rows / no CSV / no plottable columns are reasons, n
 TEST_CASE("render_curves draws a 1200x480 PNG from a MetricsLog CSV (when gnuplot is installed)") {
   TempDir t;
   MetricsLog log;
-  log.open(t.dir.string());
+  log.open(t.str());
   // test metrics missing at epoch 1 (evaluated every other epoch): that point is skipped
   log.log({{"kind", "epoch"}, {"epoch", 0}, {"step", 10}, {"train_loss", 2.1}, {"test_loss", 2.0},
            {"test_top1", 35.5}, {"test_top5", 80.25}});
@@ -286,7 +271,7 @@ TEST_CASE("render_curves draws a 1200x480 PNG from a MetricsLog CSV (when gnuplo
   CHECK(h == 480);
 
   // gnuplot's own failure (the output folder does not exist) comes back as its message.
-  const std::string bad = t.file("no_such_dir/curves.png");
+  const std::string bad = t.str() + "/no_such_dir/curves.png";
   const std::string failed = render_curves(log.csv_path(), bad);
   CHECK(failed.starts_with("no curves: gnuplot failed: script line "));
   CHECK(failed.find("cannot open file") != std::string::npos);
