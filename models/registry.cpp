@@ -189,6 +189,7 @@ void apply(const std::map<std::string, Field>& fields, ModelConfig& c, const jso
       for (auto& [k, _] : fields) known.push_back(k);
       for (auto& k : skip) known.push_back(k);
       std::sort(known.begin(), known.end());
+      known.erase(std::unique(known.begin(), known.end()), known.end());
       fail(where, ".", key, ": unknown key (known keys: ", join(known), ")");
     }
     it->second.read(c, value, where + "." + key);

@@ -337,6 +337,19 @@ std::string keys_of(const std::string& section) {
   return out;
 }
 
+// What is wrong with an unknown dotted key: its section, or its key within a known section.
+std::string unknown_key(const std::string& path) {
+  const size_t dot = path.find('.');
+  const std::string section = path.substr(0, dot);
+  const std::vector<std::string> sections = section_names();
+  if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
+    std::string known = "name, model";
+    for (auto& sec : sections) known += ", " + sec;
+    return "unknown key '" + section + "' (known: " + known + ")";
+  }
+  return "unknown key '" + path + "' (known in " + section + ": " + keys_of(section) + ")";
+}
+
 // Consistency checks between keys, each error naming the key at fault.
 void validate(const ExperimentConfig& c, const std::string& src) {
   const ModelConfig& m = c.model;
@@ -416,15 +429,11 @@ ExperimentConfig experiment_from_json(const json& j, const std::string& source) 
       }
       continue;
     }
-    if (std::find(sections.begin(), sections.end(), key) == sections.end()) {
-      std::string known = "name, model";
-      for (auto& s : sections) known += ", " + s;
-      fail(source, ": unknown key '", key, "' (known: ", known, ")");
-    }
+    check(std::find(sections.begin(), sections.end(), key) != sections.end(), source, ": ", unknown_key(key));
     check(value.is_object(), source, ": ", key, ": expected an object, got ", value.dump());
     for (auto& [sub, v] : value.items()) {
       const ConfigField* f = find_field(key + "." + sub);
-      check(f != nullptr, source, ": unknown key '", key, ".", sub, "' (known in ", key, ": ", keys_of(key), ")");
+      check(f != nullptr, source, ": ", unknown_key(key + "." + sub));
       try {
         f->read(c, v, f->path);
       } catch (const Error& e) {
@@ -483,8 +492,7 @@ void apply_override(json& j, const std::string& assignment) {
   }
   for (auto& p : parts) check(!p.empty(), "--set ", assignment, ": empty key in '", path, "'");
   if (parts[0] != "model") {
-    check(find_field(path) != nullptr, "--set ", assignment, ": unknown key '", path, "'",
-          parts.size() > 1 ? " (known in " + parts[0] + ": " + keys_of(parts[0]) + ")" : std::string());
+    check(find_field(path) != nullptr, "--set ", assignment, ": ", unknown_key(path));
   }
   check(j.is_object(), "--set ", assignment, ": the config is not a JSON object");
   json* node = &j;
