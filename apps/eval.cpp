@@ -19,7 +19,9 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "core/rng.h"
 #include "models/checkpoint.h"
+#include "models/registry.h"
 #include "train/cli.h"
 #include "train/data_spec.h"
 #include "train/evaluate.h"
@@ -109,7 +111,14 @@ int evaluate_features(const Cli& cli) {
     const CheckpointEvalInfo info = read_checkpoint_eval_info(path);
     transform = eval_transform(info.config, info.crop_pct);
     if (data.empty()) data = info.data;
-    if (!pixels) model = load_checkpoint(path);
+    if (cli.get("features") == "model") {
+      model = load_checkpoint(path);
+    } else if (cli.get("features") == "init") {
+      // The random-initialisation baseline: the same architecture, weights as a run seeded
+      // with --seed creates them before its first step (the trainers seed, then build the model).
+      manual_seed(static_cast<uint64_t>(cli.get_int("seed")));
+      model = create_model(info.config);
+    }
   }
   check(!data.empty(), path,
         ": the checkpoint does not name its training data (no \"data\" in its metadata); --data is needed, e.g. "
@@ -144,7 +153,8 @@ int evaluate_features(const Cli& cli) {
   check(p.batch_size >= 1, "--probe-batch: ", p.batch_size, " must be at least 1");
   check(p.weight_decay >= 0.0, "--probe-wd: ", p.weight_decay, " must be >= 0");
 
-  const FeatureEvalResult r = run_feature_eval(model.get(), transform, parse_data_spec(data), o);
+  FeatureEvalResult r = run_feature_eval(model.get(), transform, parse_data_spec(data), o);
+  r.features = cli.get("features");
   if (cli.is_set("json")) {
     nlohmann::json j = to_json(r);
     j["checkpoint"] = path;
@@ -174,9 +184,9 @@ std::string flag_conflict(const Cli& cli) {
   if (cli.is_set("split"))
     return "--split does not apply to --knn or --linear-probe (they fit on the train split and score the test split)";
   const std::string f = cli.get("features");
-  if (f != "model" && f != "pixels") return "--features: '" + f + "' is not one of: model, pixels";
-  if (f == "model" && !cli.is_set("checkpoint"))
-    return "--features model needs --checkpoint PATH (the raw-pixel baseline is --features pixels --data SPEC)";
+  if (f != "model" && f != "init" && f != "pixels") return "--features: '" + f + "' is not one of: model, init, pixels";
+  if (f != "pixels" && !cli.is_set("checkpoint"))
+    return "--features " + f + " needs --checkpoint PATH (the raw-pixel baseline is --features pixels --data SPEC)";
   if (f == "pixels" && !cli.is_set("checkpoint") && !cli.is_set("data")) return "--features pixels needs --data SPEC";
   return "";
 }
@@ -208,8 +218,9 @@ int main(int argc, char** argv) {
   cli.flag("probe-lr", "LR", "--linear-probe: SGD lr (momentum 0.9, cosine to 0 per step)", false, "0.1");
   cli.flag("probe-batch", "N", "--linear-probe: batch size", false, "256");
   cli.flag("probe-wd", "WD", "--linear-probe: weight decay", false, "0");
-  cli.flag("features", "model|pixels",
-           "--knn/--linear-probe: the backbone's class token after the final norm, or the pixels (standardised "
+  cli.flag("features", "model|init|pixels",
+           "--knn/--linear-probe: the backbone's class token after the final norm; the same for the checkpoint's "
+           "architecture freshly initialised with --seed (the random-init baseline); or the pixels (standardised "
            "with the train split's mean/std; with --checkpoint, its input transform)",
            false, "model");
   cli.flag("train-limit", "N", "--knn/--linear-probe: a seeded random N train images; 0 = all", false, "0");

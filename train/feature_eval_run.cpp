@@ -135,8 +135,8 @@ nlohmann::json to_json(const FeatureEvalResult& r) {
 std::string format_report(const FeatureEvalResult& r) {
   std::ostringstream s;
   s << "features ";
-  if (r.features == "model") {
-    s << "model (class token after the final norm)";
+  if (r.features == "model" || r.features == "init") {
+    s << r.features << (r.features == "init" ? " (random initialisation) " : " ") << "(class token after the final norm)";
   } else if (r.pixel_mean.empty()) {
     s << "pixels (the model's input)";
   } else {

@@ -33,7 +33,7 @@ struct FeatureEvalOptions {
 };
 
 struct FeatureEvalResult {
-  std::string features;  // "model" (forward_features) or "pixels"
+  std::string features;  // "model" (forward_features), "init" (the same, a freshly initialised model) or "pixels"
   // Pixels without a transform: the train split's per-channel mean / std they were
   // standardised with (standardize_pixels); empty otherwise.
   std::vector<double> pixel_mean, pixel_std;

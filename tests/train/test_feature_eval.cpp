@@ -23,7 +23,9 @@
 #include "testing.h"
 #include "train/data_spec.h"
 #include "train/feature_eval.h"
+#include "train/evaluate.h"
 #include "train/feature_eval_run.h"
+#include "train/transforms.h"
 
 using namespace sima;
 using namespace sima::testing;
@@ -462,6 +464,31 @@ TEST_CASE("sima-eval --knn --linear-probe on a tiny checkpoint's features") {
   Run px = run_app("sima-eval --checkpoint " + ckpt + " --features pixels --knn --train-limit 100 --limit 10 --json");
   REQUIRE(px.status == 0);
   CHECK(nlohmann::json::parse(px.out)["dim"] == 784);
+
+  // --features init: the checkpoint's architecture freshly initialised with --seed, as the
+  // trainers build it (manual_seed, then create_model), not the checkpoint's weights.
+  Run in = run_app("sima-eval --checkpoint " + ckpt + " --features init --seed 3 --knn --k 1 --train-limit 200 "
+                   "--limit 40 --workers 0 --json");
+  INFO("stderr: " << in.err);
+  REQUIRE(in.status == 0);
+  const nlohmann::json ji = nlohmann::json::parse(in.out);
+  CHECK(ji["features"] == "init");
+  CHECK(ji["dim"] == 16);
+  manual_seed(3);
+  std::shared_ptr<Model> fresh =
+      create_model(nlohmann::json{{"name", "deit_tiny_patch4_28"}, {"depth", 1}, {"embed_dim", 16}, {"num_heads", 2}});
+  fresh->eval();
+  const DataSpec spec = parse_data_spec("fashion_mnist");
+  const Transform t = eval_transform(read_checkpoint_eval_info(ckpt).config, read_checkpoint_eval_info(ckpt).crop_pct);
+  auto features = [&](Model& m, bool train, int64_t n) {
+    auto ds = std::make_shared<TransformedDataset>(random_subset(open_dataset(spec, train), n, 3), t);
+    return extract_features(m, ds, {.num_workers = 0});
+  };
+  const Features tr = features(*fresh, true, 200), te = features(*fresh, false, 40);
+  const std::vector<KnnResult> knn = knn_classify(tr.x, tr.labels, te.x, te.labels, {.ks = {1}});
+  CHECK(ji["knn"]["results"][0]["top1"].get<double>() == doctest::Approx(knn[0].top1));
+  const Features trained = features(*model, false, 40);
+  CHECK(max_abs_diff(trained.x, te.x) > 1e-2f);  // really not the checkpoint's weights
 }
 
 TEST_CASE("sima-eval: bad flag combinations are one line and exit 2; k above the train subset exits 1") {
@@ -476,8 +503,10 @@ TEST_CASE("sima-eval: bad flag combinations are one line and exit 2; k above the
       {"--checkpoint c --train-limit 5", "--train-limit needs --knn or --linear-probe"},
       {"--checkpoint c --features pixels", "--features needs --knn or --linear-probe"},
       {"--knn", "--features model needs --checkpoint PATH (the raw-pixel baseline is --features pixels --data SPEC)"},
+      {"--knn --features init --data fashion_mnist",
+       "--features init needs --checkpoint PATH (the raw-pixel baseline is --features pixels --data SPEC)"},
       {"--knn --features pixels", "--features pixels needs --data SPEC"},
-      {"--knn --features bogus --data fashion_mnist", "--features: 'bogus' is not one of: model, pixels"},
+      {"--knn --features bogus --data fashion_mnist", "--features: 'bogus' is not one of: model, init, pixels"},
       {"--checkpoint c --knn --image a.png", "--image cannot be combined with --knn or --linear-probe"},
       {"--checkpoint c --knn --split train",
        "--split does not apply to --knn or --linear-probe (they fit on the train split and score the test split)"},
