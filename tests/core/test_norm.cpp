@@ -238,6 +238,29 @@ TEST_CASE("normalize: hand-computed values") {
   check_close(normalize(from_vector({1e-3f, -2e-3f}), 2.f, 0, 0.1f), {1e-2f, -2e-2f});
 }
 
+TEST_CASE("normalize: at the eps boundary (norm == eps) the gradient is the unclamped one, as in PyTorch") {
+  // y = x / max(n, eps). At n = eps the code (like clamp_min's gradient in PyTorch) takes the
+  // unclamped branch: dx = (g − ∂n/∂x · s) / n with s = Σ g·y; just above the boundary
+  // (eps > n) the clamped branch: dx = g / eps.
+  auto grad = [](std::vector<float> xs, float p, float eps) {
+    Tensor x = from_vector(xs, {2}).requires_grad_(true);
+    sum(mul(normalize(x, p, 0, eps), from_vector({1.f, 2.f}, {2}))).backward();
+    return std::vector<float>(x.grad().data(), x.grad().data() + 2);
+  };
+  // ℓ1, x = (0.25, 0.75): n = 1, y = x, s = 1.75, ∂n/∂x = sign(x) -> (−0.75, 0.25).
+  std::vector<float> l1 = grad({0.25f, 0.75f}, 1.f, 1.f);
+  CHECK(l1[0] == doctest::Approx(-0.75f));
+  CHECK(l1[1] == doctest::Approx(0.25f));
+  // ℓ2, x = (0.6, 0.8): n = 1, y = x, s = 2.2, ∂n/∂x = y -> (1 − 1.32, 2 − 1.76).
+  std::vector<float> l2 = grad({0.6f, 0.8f}, 2.f, 1.f);
+  CHECK(l2[0] == doctest::Approx(-0.32f));
+  CHECK(l2[1] == doctest::Approx(0.24f));
+  // eps just above n: clamped, dx = g / eps.
+  std::vector<float> clamped = grad({0.6f, 0.8f}, 2.f, 1.0001f);
+  CHECK(clamped[0] == doctest::Approx(1.f / 1.0001f));
+  CHECK(clamped[1] == doctest::Approx(2.f / 1.0001f));
+}
+
 TEST_CASE("normalize: matches a double-precision reference along every dim") {
   Tensor x = randn_leaf({3, 4, 70}, 50, false);
   for (int p : {1, 2})
