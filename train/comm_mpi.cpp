@@ -26,7 +26,7 @@ bool launched_by_mpirun() {
   return false;
 }
 
-int env_world_size() {
+[[maybe_unused]] int env_world_size() {
   const char* v = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (!v) v = std::getenv("PMI_SIZE");
   return v ? std::atoi(v) : 1;
