@@ -244,7 +244,9 @@ double DinoTrainer::State::train_step(const MultiViewBatch& batch, DINOLossStats
   }
   Tensor student_out = student->forward(batch.views);  // ((2 + M)·B, K)
   Tensor loss = dino_loss->forward(student_out, teacher_out, pos.epoch, &stats);
-  if (comm.size() > 1) {  // the figures of the global batch: means over the ranks' equal slices
+  if (comm.size() > 1) {
+    // The figures of the global batch as means over the ranks' equal slices: exact for the loss,
+    // the mean entropy and the KL; the batch entropy becomes the mean of each slice's.
     double f[4] = {stats.loss, stats.teacher_entropy, stats.kl, stats.teacher_batch_entropy};
     comm.allreduce_sum(f, 4);
     const double P = double(comm.size());

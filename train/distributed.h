@@ -85,8 +85,8 @@ void maybe_inject_fault(const Comm& comm, int64_t step);
 // ---- gradient averaging ------------------------------------------------------------------
 
 // Parameter indices (into `numels`, registration order) per bucket: filled from the last
-// parameter back, a bucket closed once it holds >= bucket_bytes (float32) — so one parameter
-// larger than a bucket is a bucket of its own. bucket_bytes <= 0: one bucket for all.
+// parameter back, a bucket closed as soon as it holds >= bucket_bytes (float32), as PyTorch's
+// compute_bucket_assignment_by_size. bucket_bytes <= 0: one bucket for all.
 std::vector<std::vector<size_t>> assign_buckets(const std::vector<int64_t>& numels, int64_t bucket_bytes);
 
 struct GradSyncStats {

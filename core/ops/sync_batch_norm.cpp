@@ -27,8 +27,9 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
   check(static_cast<bool>(sum_across), "sync_batch_norm: no sum_across function");
   const int64_t B = x.size(0), C = x.size(1), HW = prod(x.shape(), 2, x.dim());
   for (const Tensor* t : {&weight, &bias, &running_mean, &running_var})
-    check(!t->defined() || t->shape() == Shape{C}, "sync_batch_norm: a parameter of shape ", t->shape(),
-          " for input of shape ", x.shape(), " (expected (", C, "))");
+    if (t->defined())
+      check(t->shape() == Shape{C}, "sync_batch_norm: a parameter of shape ", t->shape(), " for input of shape ",
+            x.shape(), " (expected (", C, "))");
   check(running_mean.defined() == running_var.defined(),
         "sync_batch_norm: running_mean and running_var must be given together");
   const float* px = x.data();

@@ -97,12 +97,12 @@ TEST_CASE("sharded loader: the ranks' slices of batch k, concatenated, are batch
         std::string::npos);
 }
 
-TEST_CASE("assign_buckets: reverse registration order, closed at the size, a big parameter alone") {
+TEST_CASE("assign_buckets: reverse registration order, each closed once it reaches the size") {
   // floats: 10, 300, 20, 20, 5 -> bytes 40, 1200, 80, 80, 20; buckets of >= 100 bytes
   auto b = assign_buckets({10, 300, 20, 20, 5}, 100);
   REQUIRE(b.size() == 3);
-  CHECK(b[0] == std::vector<size_t>{4, 3, 2});  // 20 + 80 + 80 = 180 >= 100: closed
-  CHECK(b[1] == std::vector<size_t>{1});        // 1200 alone
+  CHECK(b[0] == std::vector<size_t>{4, 3});  // 20 + 80 = 100: closed
+  CHECK(b[1] == std::vector<size_t>{2, 1});  // 80 + 1200
   CHECK(b[2] == std::vector<size_t>{0});
   CHECK(assign_buckets({10, 300, 20}, 0) == std::vector<std::vector<size_t>>{{2, 1, 0}});
   CHECK(assign_buckets({}, 100).empty());
