@@ -6,7 +6,10 @@
 #
 #   tests/bench/mpi_scaling.sh [ROUNDS=3] [STEPS=60] [CONFIG=configs/quickstart.json]
 #
-# img/s is the mean of the metrics.jsonl step records after the first 10 steps (warm-up).
+# img/s is the mean of the metrics.jsonl step records after the first 10 steps (warm-up);
+# cpu_s the user + system CPU seconds of the whole run (every rank), which does not depend on
+# how busy the machine is: when other jobs share the cores, wall-clock img/s cannot show the
+# scaling, but equal cpu_s for 1 and 2 ranks means 2 idle cores would run 2 ranks ~2x faster.
 set -euo pipefail
 ROUNDS=${1:-3}
 STEPS=${2:-60}
@@ -27,14 +30,18 @@ print(f"{sum(v) / len(v):.1f}")
 PY
 }
 
-echo "config $CONFIG, $STEPS steps, global batch from the config, OMP_NUM_THREADS=1, $(nproc) cores"
-printf "%-6s %-6s %10s %14s %12s %12s %10s\n" round ranks img/s bytes/step wait_s sync_s train_s
+echo "config $CONFIG, $STEPS steps, global batch from the config, OMP_NUM_THREADS=1, $(nproc --all) cores, load average $(cut -d" " -f1-3 /proc/loadavg)"
+TIMEFORMAT='%U %S'
+cpu() { awk '{printf "%.1f", $1 + $2}' "$1"; }
+printf "%-6s %-6s %10s %14s %10s %10s %10s %8s\n" round ranks img/s bytes/step wait_s sync_s train_s cpu_s
 for r in $(seq 1 "$ROUNDS"); do
-  "$BIN" "${COMMON[@]}" --out "$OUT/r$r-1" > "$OUT/r$r-1.log"
-  printf "%-6s %-6s %10s %14s %12s %12s %10s\n" "$r" 1 "$(img_per_s "$OUT/r$r-1")" - - - \
-    "$(sed -n 's/.* in \([0-9.]*\) s;.*/\1/p' "$OUT/r$r-1.log")"
-  mpirun -np 2 --oversubscribe --bind-to none "$BIN" "${COMMON[@]}" --out "$OUT/r$r-2" > "$OUT/r$r-2.log"
+  { time "$BIN" "${COMMON[@]}" --out "$OUT/r$r-1" > "$OUT/r$r-1.log"; } 2> "$OUT/r$r-1.time"
+  printf "%-6s %-6s %10s %14s %10s %10s %10s %8s\n" "$r" 1 "$(img_per_s "$OUT/r$r-1")" - - - \
+    "$(sed -n 's/.* in \([0-9.]*\) s;.*/\1/p' "$OUT/r$r-1.log")" "$(cpu "$OUT/r$r-1.time")"
+  { time mpirun -np 2 --oversubscribe --bind-to none "$BIN" "${COMMON[@]}" --out "$OUT/r$r-2" > "$OUT/r$r-2.log"; } \
+    2> "$OUT/r$r-2.time"
   # "allreduce: B bytes per step in K buckets; W s waited after backward, S s in sync in total, of T s"
   read -r bytes wait sync total < <(sed -n 's/^allreduce: \([0-9]*\) bytes .*; \([0-9.]*\) s waited.*, \([0-9.]*\) s in sync.*of \([0-9.]*\) s$/\1 \2 \3 \4/p' "$OUT/r$r-2.log")
-  printf "%-6s %-6s %10s %14s %12s %12s %10s\n" "$r" 2 "$(img_per_s "$OUT/r$r-2")" "$bytes" "$wait" "$sync" "$total"
+  printf "%-6s %-6s %10s %14s %10s %10s %10s %8s\n" "$r" 2 "$(img_per_s "$OUT/r$r-2")" "$bytes" "$wait" "$sync" "$total" \
+    "$(cpu "$OUT/r$r-2.time")"
 done
