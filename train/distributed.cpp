@@ -219,6 +219,11 @@ void broadcast_module(Comm& comm, Module& module) {
   for (auto& [name, t] : module.named_buffers()) comm.broadcast(t.data(), t.numel(), 0);
 }
 
+void broadcast_buffers(Comm& comm, Module& module) {
+  if (comm.size() == 1) return;
+  for (auto& [name, t] : module.named_buffers()) comm.broadcast(t.data(), t.numel(), 0);
+}
+
 double mean_over_ranks(Comm& comm, double value) {
   if (comm.size() == 1) return value;
   comm.allreduce_sum(&value, 1);

@@ -128,6 +128,10 @@ class GradSync {
 
 // Copies rank 0's parameters and buffers to every rank (after init or resume).
 void broadcast_module(Comm& comm, Module& module);
+// Copies rank 0's buffers only: without SyncBatchNorm each rank's BatchNorm running statistics
+// follow its own slices; before an evaluation every rank takes rank 0's, the ones rank 0 saves
+// (PyTorch DDP broadcasts them from rank 0 at every forward, to the same effect).
+void broadcast_buffers(Comm& comm, Module& module);
 
 // Mean of a scalar over the ranks (each rank's value weighs the same: equal slices).
 double mean_over_ranks(Comm& comm, double value);

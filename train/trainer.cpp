@@ -257,6 +257,7 @@ double Trainer::State::train_step(const Batch& batch, double& grad_norm_out, boo
 
 EvalResult Trainer::State::run_eval() {
   EvalOptions eo{.batch_size = cfg.data.eval_batch_size, .num_workers = int(cfg.data.num_workers)};
+  broadcast_buffers(comm, *model);  // rank 0's BatchNorm running statistics (the saved ones)
   return evaluate_sharded(comm, *model, test_set, eo);
 }
 
@@ -389,6 +390,7 @@ TrainResult Trainer::fit() {
       record["test_top5"] = eval.top5;
       record["eval_img_per_s"] = eval.images_per_second;
       if (s.ema) {
+        broadcast_buffers(s.comm, s.ema->module());
         EvalResult e = evaluate_sharded(s.comm, static_cast<Model&>(s.ema->module()), s.test_set,
                                 {.batch_size = c.data.eval_batch_size, .num_workers = int(c.data.num_workers)});
         record["ema_test_top1"] = e.top1;

@@ -125,16 +125,27 @@ std::string state(const std::string& dir) { return dir + "/train_state.safetenso
 
 }  // namespace
 
+// The epoch record of a run's metrics.jsonl (the last one).
+json epoch_record(const std::string& dir) {
+  std::ifstream f(dir + "/metrics.jsonl");
+  json last;
+  for (std::string line; std::getline(f, line);)
+    if (json r = json::parse(line); r.value("kind", "") == "epoch") last = r;
+  return last;
+}
+
 TEST_CASE("mpirun -np 2 = one process with the same global batch (DeiT), rank 0 alone writes the run") {
   TempDir tmp;
-  const std::string cfg = write_config(tmp, "deit", deit_config());
+  json j = deit_config();
+  j["train"]["max_steps"] = 0;  // the whole epoch (4 steps) and its evaluation, split among the ranks
+  const std::string cfg = write_config(tmp, "deit", j);
   Run one = train(0, cfg, tmp.str() + "/one");
   REQUIRE_MESSAGE(one.status == 0, one.err);
   Run two = train(2, cfg, tmp.str() + "/two");
   REQUIRE_MESSAGE(two.status == 0, two.err, two.out);
   int n = 0;
   const double d = max_diff(state(tmp.str() + "/one"), state(tmp.str() + "/two"), "model.", &n);
-  MESSAGE("DeiT, 3 steps: max |2 ranks - 1 process| over ", n, " tensors = ", d);
+  MESSAGE("DeiT, 4 steps: max |2 ranks - 1 process| over ", n, " tensors = ", d);
   CHECK(n > 10);
   CHECK(d < kTol);
   CHECK(max_diff(state(tmp.str() + "/one"), state(tmp.str() + "/two"), "optim.") < kTol);
@@ -142,11 +153,18 @@ TEST_CASE("mpirun -np 2 = one process with the same global batch (DeiT), rank 0 
   std::ifstream f(tmp.str() + "/two/metrics.jsonl");
   int steps = 0;
   for (std::string line; std::getline(f, line);) steps += json::parse(line).value("kind", "") == "step";
-  CHECK(steps == 3);
+  CHECK(steps == 4);
+  // The evaluation of the 32 test images split 16 + 16: the same figures as one process.
+  const json e1 = epoch_record(tmp.str() + "/one"), e2 = epoch_record(tmp.str() + "/two");
+  REQUIRE(e2.contains("test_top1"));
+  CHECK(e2["test_top1"].get<double>() == e1["test_top1"].get<double>());
+  CHECK(std::fabs(e2["test_loss"].get<double>() - e1["test_loss"].get<double>()) < 1e-4);
+  CHECK(std::fabs(e2["train_loss"].get<double>() - e1["train_loss"].get<double>()) < 1e-5);
 
   // The test can fail: half the global batch on one process is another result.
-  json half = deit_config();
+  json half = j;
   half["data"]["batch_size"] = 8;
+  half["train"]["max_steps"] = 4;
   Run h = train(0, write_config(tmp, "half", half), tmp.str() + "/half");
   REQUIRE(h.status == 0);
   const double dh = max_diff(state(tmp.str() + "/one"), state(tmp.str() + "/half"), "model.");
