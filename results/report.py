@@ -51,8 +51,10 @@ class Table:
         return s
 
     def walls(self, row):
+        """Mean wall time of a run, and its CPU time (user + system), which a busy machine changes less."""
         w = [r["wall_s"] for r in self.records[row]]
-        return fmt_time(statistics.mean(w)) if w else "—"
+        c = [r.get("cpu_s", 0) for r in self.records[row]]
+        return "%s (CPU %s)" % (fmt_time(statistics.mean(w)), fmt_time(statistics.mean(c))) if w else "—"
 
     def delta(self, row, base):
         a, b = self.top1(row), self.top1(base)
@@ -69,13 +71,13 @@ def commands(t, out):
     out.append("## Every run\n")
     out.append("Each line is one record in `results/runs/<row>/s<seed>.json`: the command (run from the"
                " repository root), its wall time and outcome, and the commit and load average it ran at.\n")
-    out.append("| row | seed | outcome | wall | commit | load | command |")
-    out.append("|---|---|---|---|---|---|---|")
+    out.append("| row | seed | outcome | wall | CPU | commit | load | command |")
+    out.append("|---|---|---|---|---|---|---|---|")
     for row in t.rows:
         for r in t.records[row]:
             outcome = ("%.2f" % r["top1"]) if "top1" in r else (r.get("error") or "done")
-            out.append("| %s | %d | %s | %s | %s | %.1f | `%s` |" % (
-                row, r["seed"], outcome.replace("|", "/"), fmt_time(r["wall_s"]), r["commit"],
+            out.append("| %s | %d | %s | %s | %s | %s | %.1f | `%s` |" % (
+                row, r["seed"], outcome.replace("|", "/"), fmt_time(r["wall_s"]), fmt_time(r.get("cpu_s", 0)), r["commit"],
                 r.get("load_before", 0), r["command"]))
     out.append("")
 
@@ -87,9 +89,10 @@ def write(root, rows, load, path=""):
            " `python3 results/reproduce.py run` makes the missing ones (see the script's header)."
            " Do not edit by hand: the discussion comes from `results/discussion.md`.\n"]
     total = sum(r["wall_s"] for row in t.rows for r in t.records[row])
+    cpu = sum(r.get("cpu_s", 0) for row in t.rows for r in t.records[row])
     n = sum(len(t.records[row]) for row in t.rows)
-    out.append("%d runs recorded, %.1f hours of wall time in all (runs went two at a time, one thread each;"
-               " the speed rows alone at two threads).\n" % (n, total / 3600))
+    out.append("%d runs recorded: %.1f hours of wall time and %.1f CPU-hours in all (runs went two at a time, one"
+               " thread each; the speed rows alone at two threads).\n" % (n, total / 3600, cpu / 3600))
 
     out.append("## Claim 1: SimA matches the attention it replaces\n")
     out.append("Top-1 (%) on the Fashion-MNIST test set after the last epoch, mean ± sample std over seeds."

@@ -103,14 +103,17 @@ def shell_line(argv):
 
 
 def run_logged(argv, env, log_path):
-    """Runs argv with stdout+stderr to log_path; returns (exit code, wall seconds, last stderr line)."""
+    """Runs argv with stdout+stderr to log_path; returns (exit code, wall s, CPU s, last output line).
+    CPU time (user + system of that child alone, from wait4) is the figure that survives a busy machine."""
     t0 = time.monotonic()
     with open(log_path, "w") as log:
-        p = subprocess.run(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - t0
     with open(log_path) as log:
         lines = [l.rstrip() for l in log if l.strip()]
-    return p.returncode, wall, (lines[-1] if lines else "")
+    return p.returncode, wall, usage.ru_utime + usage.ru_stime, (lines[-1] if lines else "")
 
 
 def epoch_records(out_dir):
@@ -137,8 +140,9 @@ def run_one(row, seed, threads):
         argv = [os.path.join(BIN, "sima-bench"), "attention", "--preset", preset, "--json"]
         os.makedirs(out, exist_ok=True)
         env["OMP_NUM_THREADS"] = "2"  # the speed rows use the whole machine
-        code, wall, last = run_logged(argv, env, os.path.join(out, "bench.jsonl"))
-        rec.update(command="OMP_NUM_THREADS=2 " + shell_line(argv), wall_s=round(wall, 1), exit_code=code)
+        code, wall, cpu, last = run_logged(argv, env, os.path.join(out, "bench.jsonl"))
+        rec.update(command="OMP_NUM_THREADS=2 " + shell_line(argv), wall_s=round(wall, 1), cpu_s=round(cpu, 1),
+                   exit_code=code)
         if code == 0:
             with open(os.path.join(out, "bench.jsonl")) as f:
                 rec["bench"] = [json.loads(l) for l in f if l.startswith("{")]
@@ -152,9 +156,9 @@ def run_one(row, seed, threads):
     argv = [os.path.join(BIN, "sima-train"), "--config", config, "--set", "train.seed=%d" % seed,
             "--out", out, "--quiet"] + SMOKE
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    code, wall, last = run_logged(argv, env, out + ".log")
+    code, wall, cpu, last = run_logged(argv, env, out + ".log")
     epochs = epoch_records(out)
-    rec.update(command=shell_line(argv), wall_s=round(wall, 1), exit_code=code,
+    rec.update(command=shell_line(argv), wall_s=round(wall, 1), cpu_s=round(cpu, 1), exit_code=code,
                epochs=[{k: e[k] for k in e if k in ("epoch", "test_top1", "test_top5", "test_loss", "train_loss",
                                                        "teacher_entropy", "kl", "loss")} for e in epochs])
     if code != 0:
@@ -171,8 +175,9 @@ def run_one(row, seed, threads):
                  "--knn", "--k", "10,20,100", "--linear-probe", "--json"]
         if SMOKE:
             eargv += ["--train-limit", "512", "--limit", "256", "--probe-epochs", "2"]
-        ecode, ewall, elast = run_logged(eargv, env, out + ".eval.json")
-        rec["eval"] = {"command": shell_line(eargv), "wall_s": round(ewall, 1), "exit_code": ecode}
+        ecode, ewall, ecpu, elast = run_logged(eargv, env, out + ".eval.json")
+        rec["eval"] = {"command": shell_line(eargv), "wall_s": round(ewall, 1), "cpu_s": round(ecpu, 1),
+                       "exit_code": ecode}
         if ecode == 0:
             with open(out + ".eval.json") as f:
                 rec["eval"]["result"] = json.loads(f.read().strip().splitlines()[-1])
@@ -214,7 +219,8 @@ def cmd_run(args):
         write_record(row, seed, rec)
         with lock:
             outcome = ("top-1 %.2f" % rec["top1"]) if "top1" in rec else rec.get("error", "done")
-            print("  %s seed %d: %s, %.0f s" % (row, seed, outcome, rec["wall_s"]), flush=True)
+            print("  %s seed %d: %s, %.0f s wall, %.0f s CPU" % (row, seed, outcome, rec["wall_s"], rec["cpu_s"]),
+                  flush=True)
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(go, train))
