@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = os.path.join(ROOT, "results", "runs")
 PNGS = os.path.join(ROOT, "docs", "results")
-BIN = os.path.join(ROOT, "build", "bin")
+BIN = os.environ.get("SIMA_BIN_DIR", os.path.join(ROOT, "build", "bin"))  # e.g. a copy, to rebuild meanwhile
 OUT = os.path.join(ROOT, "runs", "paper")  # run folders (not committed)
 SMOKE = []  # --smoke: extra sima-train/sima-eval flags for a tiny budget
 
