@@ -76,9 +76,12 @@ json deit_config() {
     "augment": {"crop": "random_crop", "padding": 2, "hflip": 0.5},
     "optimizer": {"type": "adamw", "lr": 1e-3, "weight_decay": 0.05},
     "schedule": {"type": "constant", "warmup_epochs": 0},
-    "train": {"epochs": 1, "seed": 2, "label_smoothing": 0.1, "log_every": 1, "max_steps": 3}
+    "train": {"epochs": 1, "seed": 2, "label_smoothing": 0.1, "log_every": 1, "max_steps": 3,
+              "allreduce_bucket_mb": 0.01}
   })");
 }
+// (Buckets of ~10 KB: the 61 KB of DeiT gradients go in 4 buckets, the CvT's 184 KB in 10, so
+// several allreduces start during backward, between SyncBatchNorm's own.)
 
 // A small CvT: BatchNorm in its convolutional projections.
 json cvt_config() {
@@ -97,7 +100,7 @@ json dino_config() {
     "augment": {"crop_pct": 1.0},
     "optimizer": {"type": "adamw", "lr": 1e-3, "weight_decay": 0.04},
     "schedule": {"type": "cosine", "warmup_epochs": 0, "min_lr": 1e-6},
-    "train": {"epochs": 1, "seed": 1, "log_every": 1, "max_steps": 3},
+    "train": {"epochs": 1, "seed": 1, "log_every": 1, "max_steps": 3, "allreduce_bucket_mb": 0.01},
     "dino": {"enabled": true, "out_dim": 32, "hidden_dim": 32, "bottleneck_dim": 16,
              "local_crops_number": 2, "local_crops_size": 12, "warmup_teacher_temp": 0.04,
              "teacher_temp": 0.04, "warmup_teacher_temp_epochs": 0, "freeze_last_layer": 0}
