@@ -18,6 +18,7 @@ PACKAGES=(
   dataset-fashion-mnist              # /usr/share/datasets/fashion-mnist
   python3-torch                      # PyTorch: parity tests (tests/parity) and the speed peer
   gnuplot-nox                        # curves.png of a run (train/curves.cpp); optional at run time
+  clang libclang-rt-dev libomp-dev   # libFuzzer harnesses (tests/fuzz): clang, its fuzzer/ASan/UBSan runtimes, OpenMP
 )
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else
