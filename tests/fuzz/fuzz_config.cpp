@@ -3,12 +3,13 @@
 // the resolved config written back and read again (what the run folder's config.json holds).
 //
 //   input = [config JSON] ( "\n--set " [key=value] )*
-// The JSON parse is read_json_file's (json::parse); its parse_error is sima::Error there.
+// The document goes through a file, as sima-train reads it: read_json_file.
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
 
 #include "core/error.h"
+#include "fuzz_common.h"
 #include "train/config.h"
 
 using namespace sima;
@@ -23,13 +24,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (at == std::string_view::npos) break;
     start = at + sep.size();
   }
-  nlohmann::json doc;
+  const std::string path =
+      fuzz::write_scratch("config.json", reinterpret_cast<const uint8_t*>(parts[0].data()), parts[0].size());
   try {
-    doc = nlohmann::json::parse(parts[0]);
-  } catch (const nlohmann::json::parse_error&) {
-    return 0;  // read_json_file reports it as sima::Error naming the file and the byte
-  }
-  try {
+    nlohmann::json doc = read_json_file(path);
     for (size_t i = 1; i < parts.size(); ++i) apply_override(doc, parts[i]);
     ExperimentConfig cfg = experiment_from_json(doc, "fuzz.json");
     nlohmann::json resolved = experiment_to_json(cfg);
