@@ -129,7 +129,7 @@ TEST_CASE("config: --set overrides, parsed as JSON or taken as a string") {
   // string made experiment_from_json throw nlohmann's type_error instead of a sima::Error.
   CHECK(has(error_message([&] { apply_override(doc, "optimizer.no_weight_decay=[\"pos_embed\"c\xa5"); }),
             "--set optimizer.no_weight_decay: not valid UTF-8 (byte 39 of the argument)"));
-  CHECK(has(error_message([&] { apply_override(doc, "train.epo\xffchs=1"); }),
+  CHECK(has(error_message([&] { apply_override(doc, "train.epo\xff" "chs=1"); }),
             "--set train.epo: not valid UTF-8 (byte 9 of the argument)"));
   CHECK(has(error_message([&] { experiment_from_json(doc); }), "(no error)"));  // doc left as it was
 }
