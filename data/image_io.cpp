@@ -86,12 +86,17 @@ void check_bmp_size(const uint8_t* b, size_t size, const std::string& name) {
 // that are not a marker are skipped; after a scan header, entropy-coded data runs to the next
 // 0xFF that is not followed by 0x00 (a stuffed byte) or a restart marker. A DHT is read as
 // stb reads it: tables until its length is used up, each 1 + 16 + sum(counts) bytes.
-void check_jpeg_huffman_tables(const uint8_t* b, size_t size, const std::string& name) {
+// Index just past the SOI marker of a JPEG (stb takes any number of 0xFF before it), or 0.
+size_t jpeg_start(const uint8_t* b, size_t size) {
   size_t i = 0;
-  while (i < size && b[i] == 0xFF) ++i;  // stb takes any number of 0xFF before SOI
-  if (i == 0 || i >= size || b[i] != 0xD8) return;  // not a JPEG (SOI)
+  while (i < size && b[i] == 0xFF) ++i;
+  return i == 0 || i >= size || b[i] != 0xD8 ? 0 : i + 1;
+}
+
+void check_jpeg_huffman_tables(const uint8_t* b, size_t size, const std::string& name) {
+  size_t i = jpeg_start(b, size);
+  if (i == 0) return;  // not a JPEG
   auto byte = [&](size_t k) -> int { return k < size ? b[k] : 0; };  // stb reads 0 past the end
-  ++i;
   while (i + 1 < size) {
     const int m = b[i + 1];
     if (b[i] != 0xFF || m == 0xFF || m == 0x00 || (m >= 0xD0 && m <= 0xD7) || m == 0x01) {
@@ -150,6 +155,15 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
     fail("read_image: ", name, ": cannot decode (", stbi_failure_reason(), ")");
   check(w > 0 && h > 0 && int64_t(w) * h <= kMaxImagePixels, "read_image: ", name, ": image size ", w, "x", h,
         " exceeds the limit of ", kMaxImagePixels, " pixels");
+
+  // stb decodes a JPEG whose entropy-coded data ends early as if zeros followed, so 672 bytes
+  // claiming 1280 x 32809 pixels decoded (slowly) into 500 MB of floats (fuzz finding,
+  // tests/fuzz/regressions/image). Every 8 x 8 block of the full-resolution component takes at
+  // least one bit (its DC difference, baseline or progressive; stb has no arithmetic coding),
+  // so a whole file holds at least W·H / 512 bytes.
+  if (jpeg_start(bytes, size) != 0)
+    check(int64_t(w) * h <= 512 * int64_t(size), "read_image: ", name, ": truncated or corrupt JPEG (", w, "x", h,
+          " pixels need at least ", (int64_t(w) * h + 511) / 512, " bytes of coded data, the file has ", size, ")");
 
   const int want = channels == 0 ? stored : channels;
   const bool sixteen = stbi_is_16_bit_from_memory(bytes, len);

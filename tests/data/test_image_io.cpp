@@ -235,6 +235,18 @@ TEST_CASE("decoding errors name the path and the reason") {
   write_bytes(tmp.file("tables.jpg"), b);
   CHECK(contains_text(error_message([&] { read_image(tmp.file("tables.jpg")); }), "tables.jpg: cannot decode ("));
 
+  // A JPEG whose frame header claims 4000 x 4000 pixels for its few hundred bytes: stb decoded
+  // it, the missing data as zeros (fuzz finding, tests/fuzz/regressions/image: 1280 x 32809).
+  b = read_file(tmp.file("whole.jpg"));
+  size_t sof = 2;
+  while (sof + 1 < b.size() && !(b[sof] == 0xFF && b[sof + 1] == 0xC0)) ++sof;
+  REQUIRE(sof + 8 < b.size());
+  b[sof + 5] = 0x0f, b[sof + 6] = 0xa0, b[sof + 7] = 0x0f, b[sof + 8] = 0xa0;  // height, width 4000
+  write_bytes(tmp.file("claims.jpg"), b);
+  CHECK(contains_text(error_message([&] { read_image(tmp.file("claims.jpg")); }),
+                      "claims.jpg: truncated or corrupt JPEG (4000x4000 pixels need at least 31250 bytes of coded data, "
+                      "the file has " + std::to_string(b.size()) + ")"));
+
   // A grey PNG header claiming 20000 × 20000 pixels (stb itself refuses only > 2^30
   // bytes): refused by our pixel limit before any allocation.
   std::vector<uint8_t> huge = {0x89, 'P', 'N', 'G', 13, 10, 26, 10, 0, 0, 0, 13, 'I', 'H', 'D', 'R',

@@ -10,19 +10,30 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 namespace sima::fuzz {
 
 // A private scratch folder for readers that take a path (one per process; libFuzzer runs
-// inputs one after another in a process, so files are simply overwritten).
+// inputs one after another in a process, so files are simply overwritten), removed at exit.
+// In memory (/dev/shm) unless TMPDIR says otherwise: on this machine's /tmp a harness ran
+// ~300 inputs/s, on /dev/shm ~10 000.
 inline const std::string& scratch_dir() {
   static const std::string dir = [] {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sima-fuzz-XXXXXX";
+    const char* env = std::getenv("TMPDIR");
+    std::string base = env && *env ? env : ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    std::string tmpl = base + "/sima-fuzz-XXXXXX";
     if (!::mkdtemp(tmpl.data())) std::abort();
     return tmpl;
   }();
+  static const bool cleanup = [] {
+    return std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(scratch_dir(), ec);
+    }) == 0;
+  }();
+  (void)cleanup;
   return dir;
 }
 
