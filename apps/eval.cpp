@@ -102,7 +102,6 @@ int evaluate_split(Model& model, const CheckpointEvalInfo& info, const std::stri
 
 // --knn / --linear-probe: features of the train and test splits, then k-NN and/or a probe.
 int evaluate_features(const Cli& cli) {
-  const bool pixels = cli.get("features") == "pixels";
   const std::string path = cli.get("checkpoint");
   std::string data = cli.get("data");
   std::shared_ptr<Model> model;

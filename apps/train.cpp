@@ -8,6 +8,9 @@
 // DINO self-supervised training, train/dino_trainer.h). Ctrl-C (SIGINT) or
 // SIGTERM finishes the current step, saves the train state and exits 130 with the command
 // that resumes.
+//
+// Under mpirun (mpirun -np P sima-train ...) the P ranks train one model data-parallel
+// (train/distributed.h): rank 0 prints and writes the run folder; a rank that fails ends the job.
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -18,6 +21,7 @@
 #include "train/cli.h"
 #include "train/config.h"
 #include "train/dino_trainer.h"
+#include "train/distributed.h"
 #include "train/trainer.h"
 
 namespace {
@@ -57,6 +61,13 @@ int report_end(const char* argv0, const RunEnd& e, const std::string& done) {
 
 int main(int argc, char** argv) {
   using namespace sima;
+  try {
+    init_distributed(&argc, &argv);  // MPI, when launched by mpirun
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sima-train: error: %s\n", e.what());
+    return 1;
+  }
+  Comm& comm = world();
   Cli cli("sima-train", "Trains a model from a JSON experiment config.");
   cli.flag("config", "FILE", "experiment config (JSON); with --resume, defaults to <out>/config.json");
   cli.repeated("set", "KEY=VALUE", "override a config key, e.g. --set train.epochs=3 --set model.depth=6");
@@ -89,8 +100,13 @@ int main(int argc, char** argv) {
     }
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
-    TrainerOptions opt{.run_dir = cli.get("out"), .resume = cli.is_set("resume"), .quiet = cli.is_set("quiet"),
-                       .stop_flag = &g_stop};
+    if (comm.size() > 1) {
+      const std::string threads = set_threads_per_rank(comm);
+      if (comm.is_main() && !cli.is_set("quiet"))
+        std::printf("data parallel: %d ranks (MPI), %s\n", comm.size(), threads.c_str());
+    }
+    TrainerOptions opt{.run_dir = cli.get("out"), .resume = cli.is_set("resume"),
+                       .quiet = cli.is_set("quiet") || !comm.is_main(), .stop_flag = &g_stop};
     if (cfg.dino.enabled) {  // self-supervised: train/dino_trainer.h
       DinoTrainer dino(cfg, opt);
       DinoTrainResult r = dino.fit();
@@ -101,6 +117,7 @@ int main(int argc, char** argv) {
                       "teacher backbone %s/model.safetensors",
                       (long long)r.steps, r.seconds, r.epochs.back().loss, r.epochs.back().teacher_entropy,
                       r.epochs.back().kl, r.run_dir.c_str());
+      if (!comm.is_main()) return 0;
       return report_end(argv[0], {r.interrupted, r.steps, r.seconds, r.run_dir, r.epochs.empty(), r.epochs_done}, done);
     }
     Trainer trainer(cfg, opt);
@@ -111,9 +128,17 @@ int main(int argc, char** argv) {
                     "done: %lld steps in %.1f s; test top-1 %.2f%% (best %.2f%%), top-5 %.2f%%, loss %.4f; run folder %s",
                     (long long)r.steps, r.seconds, r.last_eval.top1, r.best_top1, r.last_eval.top5, r.last_eval.loss,
                     r.run_dir.c_str());
+    if (!comm.is_main()) return 0;
+    if (r.ranks > 1)
+      std::printf("allreduce: %lld bytes per step in %lld buckets; %.3f s waited after backward, %.3f s in sync "
+                  "in total, of %.1f s\n",
+                  (long long)r.allreduce_bytes_per_step, (long long)r.allreduce_buckets, r.allreduce_wait_seconds,
+                  r.allreduce_seconds, r.seconds);
     return report_end(argv[0], {r.interrupted, r.steps, r.seconds, r.run_dir, r.last_eval.count == 0, r.epochs_done},
                       done);
   } catch (const std::exception& e) {
+    // One rank's failure ends the job: MPI_Abort stops the others (no hang).
+    if (comm.size() > 1) comm.abort(e.what());
     std::fprintf(stderr, "sima-train: error: %s\n", e.what());
     return 1;
   }

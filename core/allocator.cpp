@@ -10,10 +10,30 @@
 #include "core/allocation_budget.h"
 #include "core/error.h"
 
+// Under AddressSanitizer (tests/sanitize/run.sh) a cached block must look freed to ASan, or a
+// use-after-free of a tensor's storage would read a live-looking block and go unnoticed. So a
+// block is poisoned while it sits in a free list, and only its first `bytes` (what was asked
+// for) are unpoisoned when it is handed out: the rounding slack up to the size class is
+// poisoned too, so an overrun past numel is caught even inside the block.
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define SIMA_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define SIMA_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define SIMA_POISON(p, n) ((void)(p), (void)(n))
+#define SIMA_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 namespace sima {
 namespace {
 
 constexpr size_t kAlign = 64;
+
+// Makes exactly [p, p + bytes) of a block of `block_bytes` addressable (no-op without ASan).
+void expose(void* p, size_t bytes, size_t block_bytes) {
+  SIMA_POISON(p, block_bytes);
+  SIMA_UNPOISON(p, bytes);
+}
 
 struct Cache {
   std::mutex mu;
@@ -72,6 +92,7 @@ void* storage_alloc(size_t bytes, size_t* block_bytes) {
       c.stats.bytes_in_use += sz;
       if (c.stats.bytes_in_use > c.stats.peak_bytes_in_use)
         c.stats.peak_bytes_in_use = c.stats.bytes_in_use;
+      expose(p, bytes, sz);
       return p;
     }
   }
@@ -82,6 +103,7 @@ void* storage_alloc(size_t bytes, size_t* block_bytes) {
     p = std::aligned_alloc(kAlign, sz);
   }
   if (!p) fail("out of memory: cannot allocate a tensor of ", bytes, " bytes");
+  expose(p, bytes, sz);
   std::lock_guard<std::mutex> lock(c.mu);
   c.stats.system_allocs++;
   c.stats.bytes_in_use += sz;
@@ -92,6 +114,7 @@ void* storage_alloc(size_t bytes, size_t* block_bytes) {
 
 void storage_free(void* p, size_t block_bytes) {
   if (!p) return;
+  SIMA_POISON(p, block_bytes);  // cached: any access until it is handed out again is a bug
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   c.free_lists[block_bytes].push_back(p);
@@ -109,7 +132,10 @@ void empty_cache() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   for (auto& [sz, list] : c.free_lists) {
-    for (void* p : list) std::free(p);
+    for (void* p : list) {
+      SIMA_UNPOISON(p, sz);  // the system allocator owns it again
+      std::free(p);
+    }
     c.stats.bytes_cached -= static_cast<int64_t>(sz * list.size());
     list.clear();
   }

@@ -22,6 +22,7 @@ namespace sima {
 
 namespace {
 thread_local bool g_grad_mode = true;
+GradReadyHook g_grad_ready_hook;  // set_grad_ready_hook
 
 // a + b into new storage (gradients are summed out of place: a backward may hand
 // the same tensor to two inputs, so neither may be modified).
@@ -65,6 +66,7 @@ Node::~Node() {
 }
 
 bool grad_mode_enabled() { return g_grad_mode; }
+void set_grad_ready_hook(GradReadyHook hook) { g_grad_ready_hook = std::move(hook); }
 NoGradGuard::NoGradGuard() : prev_(g_grad_mode) { g_grad_mode = false; }
 NoGradGuard::~NoGradGuard() { g_grad_mode = prev_; }
 
@@ -111,17 +113,21 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   NoGradGuard no_grad;  // backward formulas build no graph of their own
   if (!root.grad_fn()) {
     accumulate_leaf(*root.impl(), grad);
+    if (g_grad_ready_hook) g_grad_ready_hook(*root.impl());
     return;
   }
 
-  // 1. Count the contributions each node will receive.
+  // 1. Count the contributions each node will receive (and, for the grad-ready hook, each leaf).
+  const bool hook = static_cast<bool>(g_grad_ready_hook);
   std::unordered_map<Node*, int> pending;
+  std::unordered_map<TensorImpl*, int> leaf_pending;
   std::vector<Node*> stack{root.grad_fn().get()};
   pending[stack[0]] = 0;
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (const Edge& e : n->next) {
+      if (hook && e.leaf) leaf_pending[e.leaf.get()]++;
       if (!e.node) continue;
       auto [it, first_visit] = pending.try_emplace(e.node.get(), 0);
       it->second++;
@@ -164,8 +170,9 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
           else it->second = add_grads(it->second, *gi);
         }
         if (--pending[p] == 0) ready.push_back(p);
-      } else if (e.leaf && gi) {
-        accumulate_leaf(*e.leaf, *gi);
+      } else if (e.leaf) {
+        if (gi) accumulate_leaf(*e.leaf, *gi);
+        if (hook && --leaf_pending[e.leaf.get()] == 0) g_grad_ready_hook(*e.leaf);
       }
     }
   }

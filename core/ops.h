@@ -13,6 +13,7 @@
 #include "core/ops/reduce.h"
 #include "core/ops/shape_ops.h"
 #include "core/ops/softmax.h"
+#include "core/ops/sync_batch_norm.h"
 #include "core/ops/weight_norm.h"
 #include "core/rng.h"
 #include "core/tensor.h"

@@ -67,6 +67,13 @@ BatchPipeline::BatchPipeline(int64_t dataset_size, const LoaderOptions& opt, Pro
         ": num_workers must be in [0, ", kMaxWorkers, "], got ", opt.num_workers);
   check(opt.prefetch >= 0 && opt.prefetch <= kMaxPrefetch, owner_, ": prefetch must be in [0, ",
         kMaxPrefetch, "] (0 = 2 * num_workers), got ", opt.prefetch);
+  check(opt.num_replicas >= 1 && opt.rank >= 0 && opt.rank < opt.num_replicas, owner_, ": rank ", opt.rank,
+        " is outside [0, num_replicas = ", opt.num_replicas, ")");
+  check(opt.num_replicas == 1 || opt.batch_size % opt.num_replicas == 0, owner_, ": the global batch_size ",
+        opt.batch_size, " does not divide among ", opt.num_replicas, " processes (make it a multiple of ",
+        opt.num_replicas, ")");
+  check(opt.num_replicas == 1 || opt.drop_last, owner_, ": sharding among ", opt.num_replicas,
+        " processes needs drop_last (every global batch whole)");
   const int64_t B = opt.batch_size, n = dataset_size;
   num_batches_ = n / B + (!opt.drop_last && n % B != 0 ? 1 : 0);
   // Without workers the caller builds each batch itself: one slot is all it needs.
@@ -86,9 +93,11 @@ BatchPipeline::~BatchPipeline() {
 }
 
 BatchJob BatchPipeline::make_job(int64_t batch) const {
-  // Batch b holds positions [b·B, min((b+1)·B, n)) of the epoch order.
-  const int64_t begin = batch * opt_.batch_size;
-  const int64_t end = std::min(dataset_size_, begin + opt_.batch_size);
+  // Batch b holds positions [b·B, min((b+1)·B, n)) of the epoch order; a shard (rank r of P)
+  // takes its slice [b·B + r·B/P, b·B + (r+1)·B/P) (whole batches only: drop_last).
+  const int64_t local = opt_.batch_size / opt_.num_replicas;
+  const int64_t begin = batch * opt_.batch_size + opt_.rank * local;
+  const int64_t end = std::min(dataset_size_, begin + (opt_.num_replicas == 1 ? opt_.batch_size : local));
   return BatchJob{epoch_, batch, std::vector<int64_t>(order_.begin() + begin, order_.begin() + end)};
 }
 

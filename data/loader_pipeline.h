@@ -31,6 +31,14 @@ struct LoaderOptions {
   int num_workers = 0;     // worker threads; 0 = load in the calling thread, inside next()
   int prefetch = 0;        // batches decoded ahead (ring slots); 0 = 2 · num_workers
   uint64_t seed = 0;       // of the epoch order and every sample's augmentation
+  // Sharding for data-parallel training (train/distributed.h), like PyTorch's
+  // DistributedSampler: every replica computes the same seeded epoch order and cuts the same
+  // global batches of batch_size; replica `rank` builds the contiguous slice
+  // [rank·b, (rank+1)·b) of each, b = batch_size / num_replicas (batch_size must divide;
+  // drop_last required, so every global batch is whole and no padding is needed). The
+  // replicas' slices of batch k, concatenated in rank order, are batch k of one process.
+  int num_replicas = 1;
+  int rank = 0;
 };
 
 // Seed of dataset index `index`'s generator in epoch `epoch` (splitmix64 chained over the three).

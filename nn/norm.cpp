@@ -35,6 +35,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   check(x.dim() == 4 && x.size(1) == num_features, "BatchNorm2d: input ", x.shape(),
         " must be (B, ", num_features, ", H, W)");
   if (is_training()) num_batches_tracked.data()[0] += 1.f;
+  if (is_training() && sync) return sync_batch_norm(x, weight, bias, running_mean, running_var, momentum, eps, sync);
   return batch_norm2d(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
 }
 
@@ -44,6 +45,9 @@ Tensor BatchNorm2d::forward_channels_last(const Tensor& x) {
   if (is_training()) num_batches_tracked.data()[0] += 1.f;
   // (..., C) -> (R, C): batch_norm2d's (B, C) case, the statistics over the R rows
   Tensor rows = reshape(x, {x.numel() / num_features, num_features});
+  if (is_training() && sync)
+    return reshape(sync_batch_norm(rows, weight, bias, running_mean, running_var, momentum, eps, sync),
+                   x.shape().vec());
   return reshape(batch_norm2d(rows, weight, bias, running_mean, running_var, is_training(), momentum, eps),
                  x.shape().vec());
 }

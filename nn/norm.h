@@ -1,5 +1,6 @@
 // nn.LayerNorm (over the last dim) and nn.BatchNorm2d.
 #pragma once
+#include "core/ops/sync_batch_norm.h"
 #include "nn/module.h"
 
 namespace sima {
@@ -27,6 +28,9 @@ class BatchNorm2d : public Module {
   Tensor weight, bias;                 // parameters: ones / zeros
   Tensor running_mean, running_var;    // buffers: zeros / ones
   Tensor num_batches_tracked;          // buffer, 0-d: training forwards so far (as PyTorch's)
+  // SyncBatchNorm: when set, training takes the statistics over every process's batch through
+  // it (core/ops/sync_batch_norm.h; set by train/distributed.h, convert_sync_batchnorm).
+  SumAcrossFn sync;
 };
 
 }  // namespace sima

@@ -251,6 +251,11 @@ std::vector<ConfigField> make_fields() {
   f.push_back(field("train.on_nonfinite", &E::train, &TrainConfig::on_nonfinite,
                     "non-finite loss or gradient: stop | skip (the step; stop after 10 in a row)",
                     one_of({"stop", "skip"})));
+  f.push_back(field("train.allreduce_bucket_mb", &E::train, &TrainConfig::allreduce_bucket_mb,
+                    "mpirun: MB of gradients per allreduce bucket, started during backward (0 = one bucket)",
+                    at_least(0)));
+  f.push_back(field("train.sync_batchnorm", &E::train, &TrainConfig::sync_batchnorm,
+                    "mpirun: BatchNorm statistics over the whole global batch (SyncBatchNorm), not each rank's slice"));
 
   // dino
   auto unit_range = Check<std::pair<double, double>>([](const std::pair<double, double>& r) {
@@ -550,7 +555,7 @@ std::vector<std::string> differing_keys(const json& a, const json& b, const std:
 // numbers computed nor the schedule.
 bool may_change_on_resume(const std::string& key) {
   for (const char* k : {"train.max_steps", "train.log_every", "train.checkpoint_every", "data.num_workers",
-                        "data.eval_batch_size", "train.eval_every"})
+                        "data.eval_batch_size", "train.eval_every", "train.allreduce_bucket_mb"})
     if (key == k) return true;
   return false;
 }

@@ -80,6 +80,9 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // steps between train-state saves (0: at epoch ends only)
   int64_t max_steps = 0;         // stop after this many steps in total (0 = no limit)
   std::string on_nonfinite = "stop";  // stop | skip (skip the step, stop after 10 in a row)
+  // Data-parallel runs (mpirun, train/distributed.h); no effect in one process.
+  double allreduce_bucket_mb = 25.0;  // gradient bucket size (PyTorch DDP's default)
+  bool sync_batchnorm = false;        // BatchNorm statistics over all ranks' slices
 };
 
 // DINO self-supervised training (train/dino_trainer.h), off by default. The defaults are

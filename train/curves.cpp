@@ -5,6 +5,8 @@
 // beyond the output name inside the script), with its stderr captured to a temporary file.
 #include "train/curves.h"
 
+#include "core/durable_file.h"
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -158,7 +160,9 @@ std::string render_curves(const std::string& csv_path, const std::string& png_pa
   if (gnuplot.empty()) return "no curves: gnuplot missing (not found on PATH)";
 
   // ---- the gnuplot script: terminal, data blocks, one panel per non-empty group
-  const std::string tmp_png = png_path + ".tmp.png";
+  // "<png>.tmp.<pid>" like every atomic write, so a run killed while gnuplot draws leaves a
+  // temporary that the next start of the run removes (core/durable_file.h).
+  const std::string tmp_png = temp_path_for(png_path);
   std::ostringstream gp;
   gp << "if (strstrt(' '.GPVAL_TERMINALS.' ', ' pngcairo ') > 0) {\n"
         "  set terminal pngcairo noenhanced size 1200,480\n"

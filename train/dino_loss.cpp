@@ -141,10 +141,16 @@ void DINOLoss::update_center(const Tensor& teacher_output) {
   const float m = static_cast<float>(options_.center_momentum), one_minus_m = static_cast<float>(1.0 - options_.center_momentum);
   const float* pt = teacher_output.data();
   float* pc = center.data();
+  std::vector<double> sums(size_t(K) + 1, 0.0);  // [Σ_rows teacher_output (K), rows]
   for (int64_t k = 0; k < K; ++k) {
     double s = 0.0;
     for (int64_t r = 0; r < R; ++r) s += pt[r * K + k];
-    const float batch_center = static_cast<float>(s / double(R));
+    sums[size_t(k)] = s;
+  }
+  sums[size_t(K)] = double(R);
+  if (sum_across) sum_across(sums.data(), K + 1);  // over the ranks' batches
+  for (int64_t k = 0; k < K; ++k) {
+    const float batch_center = static_cast<float>(sums[size_t(k)] / sums[size_t(K)]);
     pc[k] = pc[k] * m + batch_center * one_minus_m;
   }
 }

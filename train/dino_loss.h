@@ -20,6 +20,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/ops/sync_batch_norm.h"  // SumAcrossFn
 #include "nn/module.h"
 
 namespace sima {
@@ -71,6 +72,10 @@ class DINOLoss : public Module {
   void update_center(const Tensor& teacher_output);
   const DINOLossOptions& options() const { return options_; }
   Tensor center;  // (1, K), zeros at the start
+  // Data-parallel runs (train/distributed.h): sums the teacher-output column sums and the row
+  // count over the ranks, so the center moves by the mean of the GLOBAL batch, as DINO's
+  // dist.all_reduce(batch_center). Unset: this process's batch.
+  SumAcrossFn sum_across;
 
  private:
   DINOLossOptions options_;

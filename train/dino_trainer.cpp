@@ -11,6 +11,7 @@
 #include "core/rng.h"
 #include "data/file_io.h"
 #include "data/loader.h"
+#include "train/distributed.h"
 #include "data/multicrop.h"
 #include "models/checkpoint.h"
 #include "models/registry.h"
@@ -82,6 +83,8 @@ void cancel_gradients_last_layer(int64_t epoch, Module& model, int64_t freeze_la
 struct DinoTrainer::State {
   ExperimentConfig cfg;
   TrainerOptions opt;
+  Comm& comm = world();               // one process, or the ranks of mpirun (train/distributed.h)
+  std::unique_ptr<GradSync> grad_sync;  // with more than one rank
   std::string dir;
   json resolved;
 
@@ -127,7 +130,7 @@ void DinoTrainer::State::setup() {
   resolved = experiment_to_json(c);
   dir = opt.run_dir.empty() ? "runs/" + c.name : opt.run_dir;
   const std::string state_path = dir + "/train_state.safetensors";
-  prepare_run_folder(dir, opt.resume);
+  if (comm.is_main()) prepare_run_folder(dir, opt.resume);  // only rank 0 writes the run folder
 
   // Data: the training split through DINO's multi-crop, views grouped by resolution.
   spec = parse_data_spec(c.data.dataset);
@@ -149,7 +152,9 @@ void DinoTrainer::State::setup() {
                                                            .shuffle = true,
                                                            .drop_last = true,
                                                            .num_workers = int(c.data.num_workers),
-                                                           .seed = uint64_t(c.train.seed)},
+                                                           .seed = uint64_t(c.train.seed),
+                                                           .num_replicas = comm.size(),
+                                                           .rank = comm.rank()},
                                              collate_views_by_resolution);
   steps_per_epoch = loader->batches_per_epoch();
   check(steps_per_epoch > 0, "data.batch_size ", c.data.batch_size, " exceeds the ", train_raw->size(),
@@ -199,6 +204,21 @@ void DinoTrainer::State::setup() {
     pos = load_train_state(state_path, *student, *optim, extra.get(), &stored);
     check_resume_config(stored, resolved, state_path);
   }
+  if (comm.size() > 1) {  // the same start everywhere; gradients and the center over all ranks
+    broadcast_module(comm, *student);
+    broadcast_module(comm, *teacher);
+    broadcast_module(comm, *dino_loss);
+    if (c.train.sync_batchnorm) {
+      convert_sync_batchnorm(comm, *student);
+      convert_sync_batchnorm(comm, *teacher);
+    }
+    dino_loss->sum_across = [this](double* data, int64_t n) { comm.allreduce_sum(data, n); };
+    std::vector<Tensor> trainable;
+    for (auto& [name, p] : student->named_parameters())
+      if (p.requires_grad()) trainable.push_back(p);
+    grad_sync = std::make_unique<GradSync>(comm, std::move(trainable), c.train.allreduce_bucket_mb);
+  }
+  if (!comm.is_main()) return;
   const std::string text = resolved.dump(2) + "\n";
   write_file_atomic(dir + "/config.json", text.data(), text.size());
   log.open(dir, opt.resume ? pos.step : -1);
@@ -224,6 +244,14 @@ double DinoTrainer::State::train_step(const MultiViewBatch& batch, DINOLossStats
   }
   Tensor student_out = student->forward(batch.views);  // ((2 + M)·B, K)
   Tensor loss = dino_loss->forward(student_out, teacher_out, pos.epoch, &stats);
+  if (comm.size() > 1) {
+    // The figures of the global batch as means over the ranks' equal slices: exact for the loss,
+    // the mean entropy and the KL; the batch entropy becomes the mean of each slice's.
+    double f[4] = {stats.loss, stats.teacher_entropy, stats.kl, stats.teacher_batch_entropy};
+    comm.allreduce_sum(f, 4);
+    const double P = double(comm.size());
+    stats.loss = f[0] / P, stats.teacher_entropy = f[1] / P, stats.kl = f[2] / P, stats.teacher_batch_entropy = f[3] / P;
+  }
   const double value = stats.loss;
   skipped = false;
 
@@ -237,7 +265,9 @@ double DinoTrainer::State::train_step(const MultiViewBatch& batch, DINOLossStats
     nonfinite("the DINO loss is not finite (" + std::to_string(value) + ")");
     return value;
   }
+  if (grad_sync) grad_sync->begin();
   loss.backward();
+  if (grad_sync) grad_sync->finish();  // .grad = mean over the ranks
   // utils.clip_gradients: each parameter on its own; the logged norm is the global one before clipping.
   double sq = 0.0;
   if (c.dino.clip_grad > 0) {
@@ -259,6 +289,7 @@ double DinoTrainer::State::train_step(const MultiViewBatch& batch, DINOLossStats
 }
 
 void DinoTrainer::State::save_all(bool epoch_end) {
+  if (!comm.is_main()) return;  // every rank holds the same weights: rank 0 writes them
   json norm = {{"mean", cfg.model.mean}, {"std", cfg.model.std}, {"img_size", cfg.model.img_size},
                {"crop_pct", cfg.augment.crop_pct}};
   std::map<std::string, std::string> meta = {{"normalization", norm.dump()},
@@ -285,7 +316,9 @@ DinoTrainResult DinoTrainer::fit() {
         " parameters + head " + std::to_string(s.student->head->num_parameters()) + ", " +
         std::to_string(s.train_raw->size()) + " images x " + std::to_string(2 + c.dino.local_crops_number) +
         " crops, " + std::to_string(s.steps_per_epoch) + " steps/epoch, lr " + std::to_string(c.effective_lr()) +
-        (s.opt.resume ? ", resumed at step " + std::to_string(s.pos.step) : ""));
+        (s.opt.resume ? ", resumed at step " + std::to_string(s.pos.step) : "") +
+        (s.comm.size() > 1 ? ", " + std::to_string(s.comm.size()) + " ranks x " +
+                                 std::to_string(c.data.batch_size / s.comm.size()) + " images" : ""));
 
   float* sums = s.extra->epoch_sums.data();
   bool stop = c.train.max_steps > 0 && s.pos.step >= c.train.max_steps;
@@ -299,6 +332,7 @@ DinoTrainResult DinoTrainer::fit() {
     double window_loss = 0.0, img_per_s = 0.0;
     double lr = 0.0, wd = 0.0, momentum = 0.0, temp = 0.0;
     while (!stop && s.loader->next(batch)) {
+      maybe_inject_fault(s.comm, s.pos.step + 1);
       DINOLossStats st;
       double gnorm = 0.0;
       bool skipped = false;
@@ -319,7 +353,7 @@ DinoTrainResult DinoTrainer::fit() {
         window_loss += loss;
         ++window_steps;
       }
-      window_images += int64_t(batch.indices.size());
+      window_images += int64_t(batch.indices.size()) * s.comm.size();  // the global batch
       const double window_s = seconds_since(t_window);
       if (window_s > 0) img_per_s = double(window_images) / window_s;
       if (s.pos.step % c.train.log_every == 0) {
@@ -342,7 +376,8 @@ DinoTrainResult DinoTrainer::fit() {
       if (s.progress) {
         update_progress(*s.progress, s.pos, c, s.steps_per_epoch, loss, lr, img_per_s);
       }
-      const bool flagged = s.opt.stop_flag && s.opt.stop_flag->load();
+      // A signal reaches the ranks at different moments: stop when any rank has it.
+      const bool flagged = any_rank(s.comm, s.opt.stop_flag && s.opt.stop_flag->load());
       const bool at_max = c.train.max_steps > 0 && s.pos.step >= c.train.max_steps;
       if (flagged || at_max) {
         stop = true;
@@ -398,7 +433,7 @@ DinoTrainResult DinoTrainer::fit() {
                {"teacher_temp", e.teacher_temp},
                {"epoch_seconds", e.seconds}});
     result.epochs.push_back(e);
-    std::string why = render_curves(s.log.csv_path(), s.dir + "/curves.png");
+    std::string why = s.comm.is_main() ? render_curves(s.log.csv_path(), s.dir + "/curves.png") : "";
     if (!why.empty() && s.pos.epoch == c.train.epochs) s.say("note: no curves.png (" + why + ")");
   }
   result.steps = s.pos.step;

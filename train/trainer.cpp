@@ -17,6 +17,7 @@
 #include "train/curves.h"
 #include "train/data_spec.h"
 #include "train/distill.h"
+#include "train/distributed.h"
 #include "train/ema.h"
 #include "train/loop_common.h"
 #include "train/metrics.h"
@@ -46,6 +47,8 @@ uint64_t mixup_seed(int64_t seed, int64_t epoch, int64_t batch) {
 struct Trainer::State {
   ExperimentConfig cfg;
   TrainerOptions opt;
+  Comm& comm = world();               // one process, or the ranks of mpirun (train/distributed.h)
+  std::unique_ptr<GradSync> grad_sync;  // with more than one rank
   std::string dir;
   json resolved;  // experiment_to_json(cfg)
 
@@ -89,7 +92,7 @@ void Trainer::State::setup() {
   resolved = experiment_to_json(c);
   dir = opt.run_dir.empty() ? "runs/" + c.name : opt.run_dir;
   const std::string state_path = dir + "/train_state.safetensors";
-  prepare_run_folder(dir, opt.resume);
+  if (comm.is_main()) prepare_run_folder(dir, opt.resume);  // only rank 0 writes the run folder
 
   // Data first: a wrong path fails before any model is built.
   spec = parse_data_spec(c.data.dataset);
@@ -105,7 +108,9 @@ void Trainer::State::setup() {
                                                                  .shuffle = true,
                                                                  .drop_last = true,
                                                                  .num_workers = int(c.data.num_workers),
-                                                                 .seed = uint64_t(c.train.seed)});
+                                                                 .seed = uint64_t(c.train.seed),
+                                                                 .num_replicas = comm.size(),
+                                                                 .rank = comm.rank()});
   steps_per_epoch = loader->batches_per_epoch();
   check(steps_per_epoch > 0, "data.batch_size ", c.data.batch_size, " exceeds the ", train_set->size(),
         " training images: no full batch");
@@ -171,6 +176,16 @@ void Trainer::State::setup() {
             "); a resumed run must distill from the same teacher");
     }
   }
+  if (comm.size() > 1) {  // the same start everywhere; gradients averaged from here on
+    broadcast_module(comm, *model);
+    if (ema) broadcast_module(comm, ema->module());
+    if (c.train.sync_batchnorm) convert_sync_batchnorm(comm, *model);
+    std::vector<Tensor> trainable;
+    for (auto& [name, p] : model->named_parameters())
+      if (p.requires_grad()) trainable.push_back(p);
+    grad_sync = std::make_unique<GradSync>(comm, std::move(trainable), c.train.allreduce_bucket_mb);
+  }
+  if (!comm.is_main()) return;
   const std::string text = resolved.dump(2) + "\n";
   write_file_atomic(dir + "/config.json", text.data(), text.size());
   log.open(dir, opt.resume ? pos.step : -1);
@@ -209,7 +224,9 @@ double Trainer::State::train_step(const Batch& batch, double& grad_norm_out, boo
     }
     if (heads.size() > 1) loss = mul(loss, 1.0f / float(heads.size()));
   }
-  const double value = loss.item();
+  // The loss of the global batch: the mean over the ranks' equal slices (every rank then
+  // takes the same decisions below).
+  const double value = mean_over_ranks(comm, loss.item());
   skipped = false;
 
   auto nonfinite = [&](const std::string& what) {  // skips the step or fails
@@ -222,7 +239,9 @@ double Trainer::State::train_step(const Batch& batch, double& grad_norm_out, boo
     nonfinite("the loss is not finite (" + std::to_string(value) + ")");
     return value;
   }
+  if (grad_sync) grad_sync->begin();
   loss.backward();
+  if (grad_sync) grad_sync->finish();  // .grad = mean over the ranks
   grad_norm_out = grad_norm(params);
   if (!std::isfinite(grad_norm_out)) {
     nonfinite("the gradient of '" + first_nonfinite_gradient(*optim) + "' is not finite");
@@ -238,7 +257,8 @@ double Trainer::State::train_step(const Batch& batch, double& grad_norm_out, boo
 
 EvalResult Trainer::State::run_eval() {
   EvalOptions eo{.batch_size = cfg.data.eval_batch_size, .num_workers = int(cfg.data.num_workers)};
-  return evaluate(*model, test_set, eo);
+  broadcast_buffers(comm, *model);  // rank 0's BatchNorm running statistics (the saved ones)
+  return evaluate_sharded(comm, *model, test_set, eo);
 }
 
 void Trainer::State::save_all(bool epoch_end, const EvalResult* eval) {
@@ -254,13 +274,13 @@ void Trainer::State::save_all(bool epoch_end, const EvalResult* eval) {
     meta["distill"] = d.dump();
     state_meta["distill_teacher"] = teacher->describe().dump();
   }
+  const bool best = epoch_end && eval && eval->count > 0 && eval->top1 > pos.best_top1;
+  if (best) pos.best_top1 = eval->top1;
+  if (!comm.is_main()) return;  // every rank holds the same weights: rank 0 writes them
   if (epoch_end) {
     save_checkpoint(dir + "/model.safetensors", *model, meta);
     if (ema) save_checkpoint(dir + "/model_ema.safetensors", static_cast<Model&>(ema->module()), meta);
-    if (eval && eval->count > 0 && eval->top1 > pos.best_top1) {
-      pos.best_top1 = eval->top1;
-      save_checkpoint(dir + "/best.safetensors", *model, meta);
-    }
+    if (best) save_checkpoint(dir + "/best.safetensors", *model, meta);
   }
   // The train state last: a run killed before this rename resumes from the previous state.
   save_train_state(dir + "/train_state.safetensors", *model, *optim, ema ? &ema->module() : nullptr, pos, resolved,
@@ -282,7 +302,11 @@ TrainResult Trainer::fit() {
                          (c.distill.type == "soft" ? ", tau " + json(c.distill.tau).dump() : "") + ") from " +
                          s.teacher->path() + " (" + s.teacher->model().config().arch + ")"
                    : "") +
-        (s.opt.resume ? ", resumed at step " + std::to_string(s.pos.step) : ""));
+        (s.opt.resume ? ", resumed at step " + std::to_string(s.pos.step) : "") +
+        (s.comm.size() > 1 ? ", " + std::to_string(s.comm.size()) + " ranks x " +
+                                 std::to_string(c.data.batch_size / s.comm.size()) + " images" +
+                                 (c.train.sync_batchnorm ? ", SyncBatchNorm" : "")
+                           : ""));
 
   bool stop = c.train.max_steps > 0 && s.pos.step >= c.train.max_steps;  // already there
   result.interrupted = stop && s.pos.epoch < c.train.epochs;
@@ -295,6 +319,7 @@ TrainResult Trainer::fit() {
     double window_loss = 0.0;
     double img_per_s = 0.0;
     while (!stop && s.loader->next(batch)) {
+      maybe_inject_fault(s.comm, s.pos.step + 1);
       double gnorm = 0.0;
       bool skipped = false;
       const double loss = s.train_step(batch, gnorm, skipped);
@@ -307,7 +332,7 @@ TrainResult Trainer::fit() {
         window_loss += loss;
         ++window_steps;
       }
-      window_images += batch.images.size(0);
+      window_images += batch.images.size(0) * s.comm.size();  // the global batch
       const double lr = s.optim->param_groups()[0].lr;
       const double window_s = seconds_since(t_window);
       if (window_s > 0) img_per_s = double(window_images) / window_s;
@@ -327,7 +352,8 @@ TrainResult Trainer::fit() {
       if (s.progress) {
         update_progress(*s.progress, s.pos, c, s.steps_per_epoch, loss, lr, img_per_s);
       }
-      const bool flagged = s.opt.stop_flag && s.opt.stop_flag->load();
+      // A signal reaches the ranks at different moments: stop when any rank has it.
+      const bool flagged = any_rank(s.comm, s.opt.stop_flag && s.opt.stop_flag->load());
       const bool at_max = c.train.max_steps > 0 && s.pos.step >= c.train.max_steps;
       if (flagged || at_max) {
         stop = true;
@@ -364,7 +390,8 @@ TrainResult Trainer::fit() {
       record["test_top5"] = eval.top5;
       record["eval_img_per_s"] = eval.images_per_second;
       if (s.ema) {
-        EvalResult e = evaluate(static_cast<Model&>(s.ema->module()), s.test_set,
+        broadcast_buffers(s.comm, s.ema->module());
+        EvalResult e = evaluate_sharded(s.comm, static_cast<Model&>(s.ema->module()), s.test_set,
                                 {.batch_size = c.data.eval_batch_size, .num_workers = int(c.data.num_workers)});
         record["ema_test_top1"] = e.top1;
       }
@@ -381,13 +408,20 @@ TrainResult Trainer::fit() {
     s.save_all(true, eval.count > 0 ? &eval : nullptr);
     record["best_top1"] = std::max(0.0, s.pos.best_top1);
     s.log.log(record);
-    std::string why = render_curves(s.log.csv_path(), s.dir + "/curves.png");
+    std::string why = s.comm.is_main() ? render_curves(s.log.csv_path(), s.dir + "/curves.png") : "";
     if (!why.empty() && s.pos.epoch == c.train.epochs) s.say("note: no curves.png (" + why + ")");
   }
   result.steps = s.pos.step;
   result.epochs_done = s.pos.epoch;
   result.best_top1 = std::max(0.0, s.pos.best_top1);
   result.seconds = seconds_since(t_start);
+  result.ranks = s.comm.size();
+  if (s.grad_sync) {
+    result.allreduce_bytes_per_step = s.grad_sync->stats().bytes_per_step;
+    result.allreduce_wait_seconds = s.grad_sync->stats().wait_seconds;
+    result.allreduce_seconds = s.grad_sync->stats().comm_seconds;
+    result.allreduce_buckets = int64_t(s.grad_sync->buckets().size());
+  }
   return result;
 }
 

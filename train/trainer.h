@@ -51,6 +51,11 @@ struct TrainResult {
   double best_top1 = 0.0;
   double seconds = 0.0;         // wall time of this process's training
   std::vector<double> step_losses;  // the loss of every step this process ran (tests, resume checks)
+  // Data parallelism (mpirun, train/distributed.h): the ranks, and the gradient allreduce —
+  // bytes per step, buckets, seconds waited for it after backward and spent in it in total.
+  int ranks = 1;
+  int64_t allreduce_bytes_per_step = 0, allreduce_buckets = 0;
+  double allreduce_wait_seconds = 0.0, allreduce_seconds = 0.0;
 };
 
 class Trainer {

@@ -60,3 +60,51 @@ TEST_CASE("MLP training steps: no real allocation after the first two iterations
   CHECK(allocs.back() == allocs[1]);
   CHECK(last_loss < first_loss);  // the steps really train
 }
+
+// ---- under AddressSanitizer (tests/sanitize/run.sh) --------------------------------------
+// A cached block is not freed to the system, so ASan would see a use-after-free of a tensor's
+// storage as a valid read unless the allocator poisons the blocks in its free lists.
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sys/resource.h>
+#include <cstdio>
+#include <sys/wait.h>
+#include <unistd.h>
+
+TEST_CASE("ASan: a cached block is poisoned until handed out, the size-class slack always") {
+  Tensor a = empty({1000});  // 4000 bytes in a 4032-byte block
+  float* p = a.data();
+  CHECK_FALSE(__asan_address_is_poisoned(p));
+  CHECK_FALSE(__asan_address_is_poisoned(p + 999));
+  CHECK(__asan_address_is_poisoned(p + 1000));  // past numel, inside the block
+  a = Tensor();
+  CHECK(__asan_address_is_poisoned(p));  // in the free list
+  CHECK(__asan_address_is_poisoned(p + 500));
+  Tensor b = empty({999});  // same size class: the same block again
+  REQUIRE(b.data() == p);
+  CHECK_FALSE(__asan_address_is_poisoned(p));
+  CHECK_FALSE(__asan_address_is_poisoned(p + 998));
+  CHECK(__asan_address_is_poisoned(p + 999));
+}
+
+TEST_CASE("ASan: reading a tensor's storage after it is freed kills the process") {
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // child: commit a use-after-free of a cached block
+    rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    std::freopen("/dev/null", "w", stderr);  // the expected ASan report
+    Tensor t = empty({256});
+    volatile float* p = t.data();
+    p[7] = 1.f;
+    t = Tensor();
+    float v = p[7];  // ASan aborts here
+    (void)v;
+    _exit(0);  // reached only if the read went unnoticed
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  INFO("child status " << status);
+  CHECK_FALSE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+}
+#endif

@@ -186,6 +186,21 @@ TEST_CASE("trainer: a non-finite loss stops training and names the step") {
   CHECK(msg.find("not finite") != std::string::npos);
 }
 
+TEST_CASE("trainer: on_nonfinite = skip skips the bad steps and stops after 10 in a row") {
+  testing::TempDir tmp;
+  json j = random_everything_config();  // 6 steps per epoch, 2 epochs
+  j["model"]["attention"] = {{"type", "sima"}, {"norm", "none"}};
+  j["optimizer"]["lr"] = 1e30;  // step 1 blows the weights up; skipped steps leave them so
+  j["schedule"]["warmup_epochs"] = 0;
+  j["mixup"] = {{"mixup_alpha", 0.0}};
+  j["train"]["on_nonfinite"] = "skip";
+  std::string msg = error_message([&] { run(j, tmp.str() + "/skip"); });
+  INFO(msg);
+  CHECK(msg.find("step 11 (epoch 2, batch 5)") != std::string::npos);  // steps 2..11 skipped: the 10th fails
+  CHECK(msg.find("not finite") != std::string::npos);
+  CHECK(msg.find("(10 steps in a row)") != std::string::npos);
+}
+
 TEST_CASE("trainer: the dataset's class count must match the model's") {
   testing::TempDir tmp;
   json j = random_everything_config();

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""The SimA paper's claims at Fashion-MNIST scale: runs every row of the table and writes
+docs/RESULTS.md from what the runs recorded.
+
+    python3 results/reproduce.py list                 # rows, seeds, which runs are recorded
+    python3 results/reproduce.py run [--rows A,B] [--jobs 2] [--threads 1]
+    python3 results/reproduce.py report               # docs/RESULTS.md from results/runs/
+
+`run` trains each (row, seed) that has no record yet with build/bin/sima-train (configs/paper/<row>.json,
+--set train.seed=S), evaluates DINO rows with sima-eval (k-NN and linear probe), runs the speed rows
+with sima-bench, and writes one JSON record per run to results/runs/<row>/s<seed>.json (command,
+wall time, per-epoch test top-1, outcome). Records are committed, so the table can be filled over
+several sittings; `run` never repeats a recorded run (delete its record to repeat it). Runs go
+`--jobs` at a time with `--threads` OpenMP threads each (2 x 1 by default on a 2-core machine:
+these models are too small to use two threads well).
+"""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNS = os.path.join(ROOT, "results", "runs")
+PNGS = os.path.join(ROOT, "docs", "results")
+BIN = os.environ.get("SIMA_BIN_DIR", os.path.join(ROOT, "build", "bin"))  # e.g. a copy, to rebuild meanwhile
+OUT = os.path.join(ROOT, "runs", "paper")  # run folders (not committed)
+SMOKE = []  # --smoke: extra sima-train/sima-eval flags for a tiny budget
+
+# (row, claims, kind, seeds). kind: train = supervised sima-train; dino = sima-train with a dino
+# section, then k-NN and linear probe; bench = sima-bench presets.
+ROWS = [
+    ("deit_softmax", [1, 2, 5], "train", 3),
+    ("deit_sima", [1, 2, 3, 4, 5], "train", 3),
+    ("xcit_xca", [1], "train", 3),
+    ("xcit_sima", [1], "train", 3),
+    ("cvt_softmax", [1], "train", 3),
+    ("cvt_sima", [1], "train", 3),
+    ("deit_softmax_1head", [2], "train", 3),
+    ("deit_sima_1head", [2], "train", 3),
+    ("deit_sima_relu_mlp", [3], "train", 3),
+    ("deit_sima_l2", [4], "train", 1),
+    ("deit_sima_nonorm", [4], "train", 1),
+    ("deit_relu_attn", [5], "train", 1),
+    ("deit_soft", [5], "train", 1),
+    ("deit_linear_elu", [5], "train", 1),
+    ("deit_cosformer", [5], "train", 1),
+    ("dino_xcit_xca", [6], "dino", 1),
+    ("dino_xcit_sima", [6], "dino", 1),
+    ("bench_table3", [7], "bench", 1),
+    ("bench_fig1_tokens", [7], "bench", 1),
+    ("bench_fig1_dim", [7], "bench", 1),
+]
+ROW = {r[0]: r for r in ROWS}
+
+
+def record_path(row, seed):
+    return os.path.join(RUNS, row, "s%d.json" % seed)
+
+
+def load_record(row, seed):
+    p = record_path(row, seed)
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        return json.load(f)
+
+
+def write_record(row, seed, rec):
+    """Atomic: a killed run never leaves half a record."""
+    p = record_path(row, seed)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    tmp = p + ".tmp.%d" % os.getpid()
+    with open(tmp, "w") as f:
+        json.dump(rec, f, indent=1, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, p)
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def shell_line(argv):
+    """The command as a user would type it from the repository root."""
+    out = []
+    for a in argv:
+        a = os.path.relpath(a, ROOT) if a.startswith(ROOT + "/") else a
+        out.append("'%s'" % a if any(c in a for c in " {}\"$*") else a)
+    return " ".join(out)
+
+
+def run_logged(argv, env, log_path):
+    """Runs argv with stdout+stderr to log_path; returns (exit code, wall s, CPU s, last output line).
+    CPU time (user + system of that child alone, from wait4) is the figure that survives a busy machine."""
+    t0 = time.monotonic()
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - t0
+    with open(log_path) as log:
+        lines = [l.rstrip() for l in log if l.strip()]
+    return p.returncode, wall, usage.ru_utime + usage.ru_stime, (lines[-1] if lines else "")
+
+
+def epoch_records(out_dir):
+    recs = []
+    path = os.path.join(out_dir, "metrics.jsonl")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                if r.get("kind") == "epoch":
+                    recs.append(r)
+    return recs
+
+
+def run_one(row, seed, threads):
+    _, claims, kind, _ = ROW[row]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="passive")
+    out = os.path.join(OUT, "%s_s%d" % (row, seed))
+    rec = {"row": row, "seed": seed, "claims": claims, "kind": kind, "commit": git_commit(),
+           "threads": threads, "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+           "load_before": os.getloadavg()[0]}
+    if kind == "bench":
+        preset = row[len("bench_"):]
+        argv = [os.path.join(BIN, "sima-bench"), "attention", "--preset", preset, "--json"]
+        os.makedirs(out, exist_ok=True)
+        env["OMP_NUM_THREADS"] = "2"  # the speed rows use the whole machine
+        code, wall, cpu, last = run_logged(argv, env, os.path.join(out, "bench.jsonl"))
+        rec.update(command="OMP_NUM_THREADS=2 " + shell_line(argv), wall_s=round(wall, 1), cpu_s=round(cpu, 1),
+                   exit_code=code)
+        if code == 0:
+            with open(os.path.join(out, "bench.jsonl")) as f:
+                rec["bench"] = [json.loads(l) for l in f if l.startswith("{")]
+        else:
+            rec["error"] = last
+        return rec
+
+    if os.path.isdir(out):
+        shutil.rmtree(out)  # a run cut off earlier starts over: its record was never written
+    config = os.path.join(ROOT, "configs", "paper", row + ".json")
+    argv = [os.path.join(BIN, "sima-train"), "--config", config, "--set", "train.seed=%d" % seed,
+            "--out", out, "--quiet"] + SMOKE
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    code, wall, cpu, last = run_logged(argv, env, out + ".log")
+    epochs = epoch_records(out)
+    rec.update(command=shell_line(argv), wall_s=round(wall, 1), cpu_s=round(cpu, 1), exit_code=code,
+               epochs=[{k: e[k] for k in e if k in ("epoch", "test_top1", "test_top5", "test_loss", "train_loss",
+                                                       "teacher_entropy", "kl", "loss")} for e in epochs])
+    if code != 0:
+        rec["error"] = last
+        rec["diverged"] = "not finite" in last or "non-finite" in last
+    elif kind == "train":
+        rec["top1"] = epochs[-1]["test_top1"]
+    png = os.path.join(out, "curves.png")
+    if seed == 0 and os.path.exists(png):
+        os.makedirs(PNGS, exist_ok=True)
+        shutil.copyfile(png, os.path.join(PNGS, row + ".png"))
+    if kind == "dino" and code == 0:  # the teacher backbone's frozen features, extracted once for both
+        eargv = [os.path.join(BIN, "sima-eval"), "--checkpoint", os.path.join(out, "model.safetensors"),
+                 "--knn", "--k", "10,20,100", "--linear-probe", "--json"]
+        if SMOKE:
+            eargv += ["--train-limit", "512", "--limit", "256", "--probe-epochs", "2"]
+        ecode, ewall, ecpu, elast = run_logged(eargv, env, out + ".eval.json")
+        rec["eval"] = {"command": shell_line(eargv), "wall_s": round(ewall, 1), "cpu_s": round(ecpu, 1),
+                       "exit_code": ecode}
+        if ecode == 0:
+            with open(out + ".eval.json") as f:
+                rec["eval"]["result"] = json.loads(f.read().strip().splitlines()[-1])
+        else:
+            rec["eval"]["error"] = elast
+    return rec
+
+
+def cmd_list(args):
+    for row, claims, kind, seeds in ROWS:
+        done = [s for s in range(seeds) if load_record(row, s) is not None]
+        print("%-22s claims %-12s %-5s seeds %d, recorded %s" % (row, ",".join(map(str, claims)), kind, seeds,
+                                                                 done or "none"))
+
+
+def cmd_run(args):
+    global RUNS, PNGS, OUT
+    if args.smoke:  # a check of this script itself: tiny budget, records outside the repository
+        RUNS, PNGS, OUT = (os.path.join(args.smoke, d) for d in ("records", "png", "runs"))
+        SMOKE.extend(["--set", "data.train_subset=256", "--set", "data.test_subset=128", "--set", "train.epochs=1",
+                      "--set", "data.batch_size=64"])
+    rows = args.rows.split(",") if args.rows else [r[0] for r in ROWS]
+    for r in rows:
+        if r not in ROW:
+            sys.exit("reproduce.py: unknown row '%s' (rows: %s)" % (r, ", ".join(ROW)))
+    for b in ("sima-train", "sima-eval", "sima-bench"):
+        if not os.access(os.path.join(BIN, b), os.X_OK):
+            sys.exit("reproduce.py: %s missing: build first (./setup.sh)" % os.path.join(BIN, b))
+    todo = [(r, s) for r in rows for s in range(ROW[r][3]) if load_record(r, s) is None]
+    bench = [t for t in todo if ROW[t[0]][2] == "bench"]
+    train = [t for t in todo if ROW[t[0]][2] != "bench"]
+    print("reproduce.py: %d runs to do (%d recorded already)" % (len(todo), sum(
+        ROW[r][3] for r in rows) - len(todo)), flush=True)
+    lock = threading.Lock()
+
+    def go(t):
+        row, seed = t
+        rec = run_one(row, seed, args.threads)
+        write_record(row, seed, rec)
+        with lock:
+            outcome = ("top-1 %.2f" % rec["top1"]) if "top1" in rec else rec.get("error", "done")
+            print("  %s seed %d: %s, %.0f s wall, %.0f s CPU" % (row, seed, outcome, rec["wall_s"], rec["cpu_s"]),
+                  flush=True)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(go, train))
+    for t in bench:  # alone, so nothing else runs while they time
+        go(t)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list")
+    pr = sub.add_parser("run")
+    pr.add_argument("--rows", default="", help="comma-separated rows (default: all)")
+    pr.add_argument("--jobs", type=int, default=2, help="runs at a time")
+    pr.add_argument("--threads", type=int, default=1, help="OpenMP threads per run")
+    pr.add_argument("--smoke", default="", metavar="DIR",
+                    help="check the script: 1 epoch on 256 images, records and runs under DIR")
+    rp = sub.add_parser("report")
+    rp.add_argument("--records", default="", help="read records from this folder (default: results/runs)")
+    rp.add_argument("--to", dest="records_to", default="", help="write here instead of docs/RESULTS.md")
+    a = ap.parse_args()
+    if a.cmd == "list":
+        cmd_list(a)
+    elif a.cmd == "run":
+        cmd_run(a)
+    else:
+        if a.records:
+            RUNS = a.records
+        import report
+        report.write(ROOT, ROWS, load_record, a.records_to)
