@@ -31,7 +31,7 @@ nice -n 10 cmake --build "$build" -j"$(nproc)" "${targets[@]}" > "$build/build.l
 
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}"
-export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:suppressions=$here/ubsan.supp}"
 limits=(-rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10)
 
 max_len() {  # inputs a little larger than the largest seed (CIFAR: three records)
