@@ -19,6 +19,7 @@ PACKAGES=(
   python3-torch                      # PyTorch: parity tests (tests/parity) and the speed peer
   gnuplot-nox                        # curves.png of a run (train/curves.cpp); optional at run time
   libopenmpi-dev openmpi-bin         # MPI data-parallel training (mpirun -np P sima-train, train/distributed.h)
+  clang libclang-rt-dev libomp-dev   # libFuzzer harnesses (tests/fuzz): clang, its fuzzer/ASan/UBSan runtimes, OpenMP
 )
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/allocation_budget.h"
 #include "core/error.h"
 
 // Under AddressSanitizer (tests/sanitize/run.sh) a cached block must look freed to ASan, or a
@@ -56,9 +57,29 @@ size_t size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+// ---- AllocationBudget (core/allocation_budget.h) ----------------------------------------
+namespace {
+thread_local AllocationBudget* tl_budget = nullptr;
+}
+
+AllocationBudget::AllocationBudget(int64_t bytes, std::string what) : limit_(bytes), what_(std::move(what)) {
+  check(tl_budget == nullptr, "AllocationBudget: budgets do not nest");
+  tl_budget = this;
+}
+
+AllocationBudget::~AllocationBudget() { tl_budget = nullptr; }
+
+void AllocationBudget::charge(int64_t bytes) {
+  AllocationBudget* b = tl_budget;
+  if (b == nullptr) return;
+  b->used_ += bytes;
+  if (b->used_ > b->limit_) fail(b->what_, " (its tensors need more than ", b->limit_, " bytes)");
+}
+
 void* storage_alloc(size_t bytes, size_t* block_bytes) {
   size_t sz = size_class(bytes);
   *block_bytes = sz;
+  AllocationBudget::charge(static_cast<int64_t>(sz));
   Cache& c = cache();
   {
     std::lock_guard<std::mutex> lock(c.mu);

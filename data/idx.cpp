@@ -82,8 +82,11 @@ IdxDataset::IdxDataset(const std::string& images_path, const std::string& labels
     count_ = d[0], rows_ = d[1], cols_ = d[2];
     check(count_ > 0 && rows_ > 0 && cols_ > 0, images_path, ": dimensions ", count_, " x ", rows_, " x ", cols_,
           " (all must be > 0)");
-    // Each dimension < 2^32, so rows·cols < 2^64 could overflow int64 with N: bound first.
-    check(rows_ * cols_ <= (int64_t(1) << 24), images_path, ": image size ", rows_, " x ", cols_, " is too large");
+    // Each dimension < 2^32, so rows·cols itself can overflow int64 (fuzz finding): bound it
+    // by division first, then N·rows·cols < 2^32 · 2^24 fits.
+    constexpr int64_t kMaxImageBytes = int64_t(1) << 24;
+    check(rows_ <= kMaxImageBytes && cols_ <= kMaxImageBytes / rows_, images_path, ": image size ", rows_, " x ",
+          cols_, " is too large (at most ", kMaxImageBytes, " pixels)");
     const int64_t total = count_ * rows_ * cols_;
     check_fits(in, 16, total);
     pixels_.resize(size_t(total));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "core/error.h"
@@ -25,6 +26,13 @@
 #define STBI_ONLY_PNG
 #define STBI_ONLY_BMP
 #define STBI_NO_STDIO  // we read files ourselves, to name the path and check the size
+// stb's JPEG decoder state comes from malloc uninitialised, and a scan that uses a Huffman
+// table no DHT defined decodes through garbage (a symbol index of 649 into a 257-entry array:
+// fuzz finding, tests/fuzz/regressions/image). Zeroed, an undefined table decodes as empty
+// codes, which stb reports as a corrupt JPEG. (Large blocks come from mmap, already zero.)
+#define STBI_MALLOC(size) std::calloc(1, size)
+#define STBI_REALLOC(p, size) std::realloc(p, size)
+#define STBI_FREE(p) std::free(p)
 #include <stb/stb_image.h>
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STBI_WRITE_NO_STDIO
@@ -41,20 +49,92 @@ uint32_t le32(const uint8_t* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
 }
 
-// stb_image decodes a truncated BMP without complaint (missing pixels read as 0), so an
-// uncompressed BMP (BI_RGB or BI_BITFIELDS, info header of 40+ bytes) must hold its pixel
-// array: offset + rows · stride, stride = 4·ceil(bits·width / 32).
+// stb_image decodes a truncated BMP without complaint (missing pixels read as 0), so a few
+// header bytes could make it decode a 30-Mpixel image of zeros: an uncompressed BMP must hold
+// its pixel array, offset + rows · stride, stride = 4·ceil(bits·width / 32). Uncompressed as
+// stb reads it: the OS/2 header (12 bytes, 16-bit sizes), or a 40+ byte header whose
+// compression, read as a signed int, is not 1, 2 (RLE) or >= 4 (all refused by stb): 0, 3
+// and every negative value (fuzz finding, tests/fuzz/regressions/image: 0x92244912 passed
+// this check and stb decoded it as BI_RGB).
 void check_bmp_size(const uint8_t* b, size_t size, const std::string& name) {
-  if (size < 54 || b[0] != 'B' || b[1] != 'M' || le32(b + 14) < 40) return;
-  const uint32_t compression = le32(b + 30);
-  if (compression != 0 && compression != 3) return;  // RLE: stb checks as it decodes
-  const int64_t offset = le32(b + 10), width = int32_t(le32(b + 18)), height = int32_t(le32(b + 22));
-  const int64_t bits = b[28] | (b[29] << 8);
+  if (size < 26 || b[0] != 'B' || b[1] != 'M') return;
+  const uint32_t header = le32(b + 14);
+  int64_t width = 0, height = 0, bits = 0;
+  if (header == 12) {
+    width = b[18] | (b[19] << 8), height = b[20] | (b[21] << 8), bits = b[24] | (b[25] << 8);
+  } else {
+    if (header < 40 || size < 54) return;  // stb refuses other header sizes; reads 0 past the end
+    const int32_t compression = int32_t(le32(b + 30));
+    if (compression == 1 || compression == 2 || compression >= 4) return;  // stb refuses these
+    width = int32_t(le32(b + 18)), height = int32_t(le32(b + 22)), bits = b[28] | (b[29] << 8);
+  }
   if (width <= 0 || width > (int64_t(1) << 24) || height == 0 || height == INT32_MIN) return;  // stb rejects these
-  const int64_t stride = (bits * width + 31) / 32 * 4;
-  const int64_t need = offset + stride * (height < 0 ? -height : height);
-  check(int64_t(size) >= need, "read_image: ", name, ": truncated BMP (pixel data needs ", need,
+  const int64_t stride = (bits * width + 31) / 32 * 4;  // < 2^16 · 2^24
+  int64_t need = 0;
+  const bool overflow = __builtin_mul_overflow(stride, height < 0 ? -height : height, &need) ||
+                        __builtin_add_overflow(need, int64_t(le32(b + 10)), &need);
+  check(!overflow && int64_t(size) >= need, "read_image: ", name, ": truncated BMP (pixel data needs ", need,
         " bytes, the file has ", size, ")");
+}
+
+// Debian's stb_image (git 2022-09-08) builds the Huffman table of a JPEG DHT segment without
+// checking that its 16 code counts sum to at most 256: a 500-byte file overflows its
+// 257-entry size table and 256-entry value table (fuzz finding, tests/fuzz/regressions/image;
+// upstream stb later added the same check). Every DHT segment is checked here, before stb
+// sees the file: the header segments and those between the scans of a progressive JPEG.
+// The walk follows stb's: segments are 0xFF, marker, 16-bit length; fill bytes 0xFF and bytes
+// that are not a marker are skipped; after a scan header, entropy-coded data runs to the next
+// 0xFF that is not followed by 0x00 (a stuffed byte) or a restart marker. A DHT is read as
+// stb reads it: tables until its length is used up, each 1 + 16 + sum(counts) bytes.
+// Index just past the SOI marker of a JPEG (stb takes any number of 0xFF before it), or 0.
+size_t jpeg_start(const uint8_t* b, size_t size) {
+  size_t i = 0;
+  while (i < size && b[i] == 0xFF) ++i;
+  return i == 0 || i >= size || b[i] != 0xD8 ? 0 : i + 1;
+}
+
+void check_jpeg_huffman_tables(const uint8_t* b, size_t size, const std::string& name) {
+  size_t i = jpeg_start(b, size);
+  if (i == 0) return;  // not a JPEG
+  auto byte = [&](size_t k) -> int { return k < size ? b[k] : 0; };  // stb reads 0 past the end
+  while (i + 1 < size) {
+    const int m = b[i + 1];
+    if (b[i] != 0xFF || m == 0xFF || m == 0x00 || (m >= 0xD0 && m <= 0xD7) || m == 0x01) {
+      i += b[i] != 0xFF || m == 0xFF ? 1 : 2;  // data, fill byte, stuffed zero, RSTn, TEM
+      continue;
+    }
+    if (m == 0xD9) return;  // EOI
+    const size_t len = size_t(byte(i + 2) << 8 | byte(i + 3));
+    if (m == 0xC4) {
+      int64_t left = int64_t(len) - 2;
+      for (size_t at = i + 4; left > 0;) {
+        int n = 0;
+        for (int k = 1; k <= 16; ++k) n += byte(at + k);
+        check(n <= 256, "read_image: ", name, ": corrupt JPEG: a Huffman table (DHT at byte ", i, ") declares ", n,
+              " codes, at most 256");
+        at += size_t(17 + n);
+        left -= 17 + n;
+        if (at >= size) return;
+      }
+    }
+    i += 2 + len;
+  }
+}
+
+// stb_image reallocates its buffer for a PNG IDAT chunk to the length the chunk claims before
+// reading it: a 57-byte file claiming a 1.4 GB chunk made it allocate 1.4 GB (fuzz finding,
+// tests/fuzz/regressions/image). Every chunk up to IEND must lie inside the file.
+void check_png_chunks(const uint8_t* b, size_t size, const std::string& name) {
+  static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (size < 8 || !std::equal(kSignature, kSignature + 8, b)) return;
+  for (size_t at = 8; at + 8 <= size;) {
+    const uint64_t len = uint64_t(b[at]) << 24 | uint64_t(b[at + 1]) << 16 | uint64_t(b[at + 2]) << 8 | b[at + 3];
+    const std::string type(reinterpret_cast<const char*>(b + at + 4), 4);
+    check(len + 12 <= size - at, "read_image: ", name, ": truncated PNG (chunk at byte ", at, " claims ", len,
+          " bytes of data, the file has ", size - at, " bytes from there)");
+    if (type == "IEND") return;
+    at += size_t(len) + 12;  // length, type, data, CRC
+  }
 }
 
 }  // namespace
@@ -66,6 +146,8 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
   check(size <= size_t(INT_MAX), "read_image: ", name, ": file too large (", size, " bytes)");
   const int len = static_cast<int>(size);
   check_bmp_size(bytes, size, name);
+  check_jpeg_huffman_tables(bytes, size, name);  // before stbi_info: it reads the DHTs before SOF
+  check_png_chunks(bytes, size, name);
 
   // Header first: reject bad files and huge dimensions before stb allocates the pixels.
   int w = 0, h = 0, stored = 0;
@@ -73,6 +155,15 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
     fail("read_image: ", name, ": cannot decode (", stbi_failure_reason(), ")");
   check(w > 0 && h > 0 && int64_t(w) * h <= kMaxImagePixels, "read_image: ", name, ": image size ", w, "x", h,
         " exceeds the limit of ", kMaxImagePixels, " pixels");
+
+  // stb decodes a JPEG whose entropy-coded data ends early as if zeros followed, so 672 bytes
+  // claiming 1280 x 32809 pixels decoded (slowly) into 500 MB of floats (fuzz finding,
+  // tests/fuzz/regressions/image). Every 8 x 8 block of the full-resolution component takes at
+  // least one bit (its DC difference, baseline or progressive; stb has no arithmetic coding),
+  // so a whole file holds at least W·H / 512 bytes.
+  if (jpeg_start(bytes, size) != 0)
+    check(int64_t(w) * h <= 512 * int64_t(size), "read_image: ", name, ": truncated or corrupt JPEG (", w, "x", h,
+          " pixels need at least ", (int64_t(w) * h + 511) / 512, " bytes of coded data, the file has ", size, ")");
 
   const int want = channels == 0 ? stored : channels;
   const bool sixteen = stbi_is_16_bit_from_memory(bytes, len);

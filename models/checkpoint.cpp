@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/allocation_budget.h"
 #include "core/error.h"
 #include "models/registry.h"
 #include "models/safetensors.h"
@@ -46,9 +47,19 @@ std::shared_ptr<Model> load_checkpoint(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": the model config in the metadata is not valid JSON (", e.what(), ")");
   }
+  // The model must end up holding exactly the file's tensors (load_state_dict checks names and
+  // shapes), so building it may not take much more memory than they do: a config claiming a
+  // huge model (embed_dim 100000, depth 100000, ...) made create_model allocate whatever it
+  // said before any check (fuzz finding, tests/fuzz/regressions/checkpoint).
+  int64_t file_floats = 0;
+  for (auto& [name, t] : f.tensors) file_floats += t.numel();
   std::shared_ptr<Model> model;
   try {
-    model = create_model(config_from_json(j, ModelConfig(), "config"));
+    const ModelConfig cfg = config_from_json(j, ModelConfig(), "config");
+    AllocationBudget budget(2 * file_floats * int64_t(sizeof(float)) + (int64_t(1) << 20),
+                            "the model config describes a larger model than the file's " +
+                                std::to_string(file_floats) + " values");
+    model = create_model(cfg);
   } catch (const Error& e) {
     fail(path, ": ", e.what());
   }

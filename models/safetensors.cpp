@@ -17,6 +17,7 @@
 
 #include "core/durable_file.h"
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace sima {
 
@@ -35,27 +36,6 @@ Tensor SafetensorsFile::get(const std::string& name) const {
 namespace {
 
 // ---- small helpers -------------------------------------------------------------
-
-// Index of the first byte of `s` that breaks well-formed UTF-8 (RFC 3629: no overlong
-// forms, no surrogates, nothing above U+10FFFF), or -1 if all of it is well formed.
-int64_t invalid_utf8_at(const std::string& s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const int64_t n = static_cast<int64_t>(s.size());
-  for (int64_t i = 0; i < n;) {
-    unsigned c = p[i];
-    int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (len == 0 || i + len > n) return i;
-    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return i;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    static const uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};  // shortest form per length
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-    i += len;
-  }
-  return -1;
-}
 
 std::string os_error(int err) { return std::strerror(err); }
 

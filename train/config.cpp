@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "models/registry.h"
 #include "train/data_spec.h"
 
@@ -464,6 +465,8 @@ json read_json_file(const std::string& path) {
     return json::parse(ss.str());
   } catch (const json::parse_error& e) {
     fail(path, ": not valid JSON (byte ", e.byte, "): ", e.what());
+  } catch (const json::exception& e) {  // out_of_range: a number beyond double (1e999; fuzz finding)
+    fail(path, ": not valid JSON: ", e.what());
   }
 }
 
@@ -479,6 +482,11 @@ json experiment_to_json(const ExperimentConfig& c) {
 }
 
 void apply_override(json& j, const std::string& assignment) {
+  // A value that is not JSON is kept as a string, and nlohmann cannot print a string that is
+  // not UTF-8 (its type_error escaped the app's error path: fuzz finding).
+  const int64_t bad = invalid_utf8_at(assignment);
+  check(bad < 0, "--set ", assignment.substr(0, std::min<size_t>(size_t(bad), assignment.find('='))),
+        ": not valid UTF-8 (byte ", bad, " of the argument)");
   auto eq = assignment.find('=');
   check(eq != std::string::npos && eq > 0, "--set ", assignment, ": expected key.path=value");
   std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
@@ -487,6 +495,8 @@ void apply_override(json& j, const std::string& assignment) {
     value = json::parse(text);
   } catch (const json::parse_error&) {
     value = text;  // a bare word: a string
+  } catch (const json::exception& e) {  // out_of_range: a number beyond double (1e999; fuzz finding)
+    fail("--set ", assignment, ": ", e.what());
   }
   std::vector<std::string> parts;
   for (size_t start = 0;;) {

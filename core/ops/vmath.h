@@ -24,7 +24,9 @@ inline float exp_fast(float x) {
   const float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
   const float kMagic = 12582912.f;  // 1.5·2^23: adding it rounds to an integer
   const float kLo = -87.33654f, kHi = 88.72283f;
-  float xc = x < kLo ? kLo : (x > kHi ? kHi : x);
+  // NaN fails both comparisons and takes kLo here: converting NaN to int32 below would be
+  // undefined behaviour (UBSan float-cast-overflow); the result is NaN by the last line.
+  float xc = x > kLo ? (x < kHi ? x : kHi) : kLo;
   float k = (xc * kLog2e + kMagic) - kMagic;
   float r = xc - k * kLn2Hi - k * kLn2Lo;
   float p = 1.9875691500e-4f;

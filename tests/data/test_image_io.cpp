@@ -174,7 +174,16 @@ TEST_CASE("decoding errors name the path and the reason") {
   b.resize(b.size() / 2);
   write_bytes(tmp.file("half.png"), b);
   m = error_message([&] { read_image(tmp.file("half.png")); });
-  CHECK(m.find("half.png: cannot decode (") != std::string::npos);
+  CHECK(m.find("half.png: truncated PNG (chunk at byte 33 claims") != std::string::npos);
+  // A chunk length far past the end (fuzz finding, tests/fuzz/regressions/image): stb would
+  // allocate the 1.4 GB the IDAT claims before finding the data missing.
+  b = read_file(tmp.file("whole.png"));
+  b.resize(33 + 12);  // signature, IHDR, then an IDAT header
+  b[33] = 0x53, b[34] = 0x3e, b[35] = 0x00, b[36] = 0x44;
+  write_bytes(tmp.file("claims.png"), b);
+  m = error_message([&] { read_image(tmp.file("claims.png")); });
+  CHECK(m.find("claims.png: truncated PNG (chunk at byte 33 claims 1396572228 bytes of data, the file has 12 bytes "
+               "from there)") != std::string::npos);
 
   // BMP and JPEG cut short (stb alone would decode a short BMP, filling zeros).
   write_bmp(tmp.file("whole.bmp"), pattern(3, 8, 8));
@@ -183,11 +192,60 @@ TEST_CASE("decoding errors name the path and the reason") {
   write_bytes(tmp.file("short.bmp"), b);
   m = error_message([&] { read_image(tmp.file("short.bmp")); });
   CHECK(contains_text(m, "short.bmp: truncated BMP (pixel data needs 246 bytes, the file has 245)"));
+  // The same file with a compression field stb reads as a negative int, so as uncompressed
+  // (fuzz finding, tests/fuzz/regressions/image: a 250-byte file decoded as 6225927 x 5 pixels).
+  b[30] = 0x12, b[31] = 0x49, b[32] = 0x24, b[33] = 0x92;
+  write_bytes(tmp.file("negative.bmp"), b);
+  m = error_message([&] { read_image(tmp.file("negative.bmp")); });
+  CHECK(contains_text(m, "negative.bmp: truncated BMP (pixel data needs 246 bytes, the file has 245)"));
+  // An OS/2 BMP (12-byte header, 16-bit sizes): 8000 x 8000 claimed by 26 bytes.
+  std::vector<uint8_t> os2 = {'B', 'M', 26, 0, 0, 0, 0, 0, 0, 0, 26, 0, 0, 0, 12, 0, 0, 0, 0x40, 0x1f, 0x40, 0x1f, 1, 0, 24, 0};
+  write_bytes(tmp.file("os2.bmp"), os2);
+  m = error_message([&] { read_image(tmp.file("os2.bmp")); });
+  CHECK(contains_text(m, "os2.bmp: truncated BMP (pixel data needs 192000026 bytes, the file has 26)"));
   write_jpeg(tmp.file("whole.jpg"), pattern(3, 16, 16));
   b = read_file(tmp.file("whole.jpg"));
   b.resize(b.size() * 3 / 4);
   write_bytes(tmp.file("short.jpg"), b);
   CHECK(contains_text(error_message([&] { read_image(tmp.file("short.jpg")); }), "short.jpg: cannot decode ("));
+
+  // A JPEG whose first Huffman table (DHT) declares 16 + 255 + 255 codes: stb would build it
+  // past its 257-entry arrays (fuzz finding, tests/fuzz/regressions/image).
+  b = read_file(tmp.file("whole.jpg"));
+  size_t dht = 2;
+  while (dht + 1 < b.size() && !(b[dht] == 0xFF && b[dht + 1] == 0xC4)) ++dht;
+  REQUIRE(dht + 21 < b.size());
+  b[dht + 5 + 13] = 16, b[dht + 5 + 14] = 255, b[dht + 5 + 15] = 255;  // counts of 14-, 15-, 16-bit codes
+  write_bytes(tmp.file("dht.jpg"), b);
+  CHECK(contains_text(error_message([&] { read_image(tmp.file("dht.jpg")); }),
+                      "dht.jpg: corrupt JPEG: a Huffman table (DHT at byte " + std::to_string(dht) + ") declares"));
+  // The same after 0xFF fill bytes before the SOI marker, which stb skips (a second finding).
+  b.insert(b.begin(), 5, 0xFF);
+  write_bytes(tmp.file("fill.jpg"), b);
+  CHECK(contains_text(error_message([&] { read_image(tmp.file("fill.jpg")); }),
+                      "fill.jpg: corrupt JPEG: a Huffman table (DHT at byte " + std::to_string(dht + 5) + ") declares"));
+
+  // A scan using Huffman tables no DHT defined (DC 2, AC 3): stb decoded through its
+  // uninitialised state (fuzz finding, tests/fuzz/regressions/image); zeroed, it is an error.
+  b = read_file(tmp.file("whole.jpg"));
+  size_t sos = 2;
+  while (sos + 1 < b.size() && !(b[sos] == 0xFF && b[sos + 1] == 0xDA)) ++sos;
+  REQUIRE(sos + 6 < b.size());
+  b[sos + 6] = 0x23;  // FF DA, length (2), component count (1), then component 1: id, tables
+  write_bytes(tmp.file("tables.jpg"), b);
+  CHECK(contains_text(error_message([&] { read_image(tmp.file("tables.jpg")); }), "tables.jpg: cannot decode ("));
+
+  // A JPEG whose frame header claims 4000 x 4000 pixels for its few hundred bytes: stb decoded
+  // it, the missing data as zeros (fuzz finding, tests/fuzz/regressions/image: 1280 x 32809).
+  b = read_file(tmp.file("whole.jpg"));
+  size_t sof = 2;
+  while (sof + 1 < b.size() && !(b[sof] == 0xFF && b[sof + 1] == 0xC0)) ++sof;
+  REQUIRE(sof + 8 < b.size());
+  b[sof + 5] = 0x0f, b[sof + 6] = 0xa0, b[sof + 7] = 0x0f, b[sof + 8] = 0xa0;  // height, width 4000
+  write_bytes(tmp.file("claims.jpg"), b);
+  CHECK(contains_text(error_message([&] { read_image(tmp.file("claims.jpg")); }),
+                      "claims.jpg: truncated or corrupt JPEG (4000x4000 pixels need at least 31250 bytes of coded data, "
+                      "the file has " + std::to_string(b.size()) + ")"));
 
   // A grey PNG header claiming 20000 × 20000 pixels (stb itself refuses only > 2^30
   // bytes): refused by our pixel limit before any allocation.

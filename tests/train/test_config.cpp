@@ -125,6 +125,13 @@ TEST_CASE("config: --set overrides, parsed as JSON or taken as a string") {
   CHECK(has(error_message([&] { apply_override(doc, "train.epochs"); }), "expected key.path=value"));
   CHECK(has(error_message([&] { apply_override(doc, "train..epochs=1"); }), "empty key"));
   CHECK(has(error_message([&] { apply_override(doc, "model.depth.x=1"); }), "'depth' is not an object"));
+  // Bytes that are not UTF-8 (fuzz finding, tests/fuzz/regressions/config): a value kept as a
+  // string made experiment_from_json throw nlohmann's type_error instead of a sima::Error.
+  CHECK(has(error_message([&] { apply_override(doc, "optimizer.no_weight_decay=[\"pos_embed\"c\xa5"); }),
+            "--set optimizer.no_weight_decay: not valid UTF-8 (byte 39 of the argument)"));
+  CHECK(has(error_message([&] { apply_override(doc, "train.epo\xff" "chs=1"); }),
+            "--set train.epo: not valid UTF-8 (byte 9 of the argument)"));
+  CHECK(has(error_message([&] { experiment_from_json(doc); }), "(no error)"));  // doc left as it was
 }
 
 TEST_CASE("config: the resolved config re-reads to the same config") {
@@ -155,6 +162,17 @@ TEST_CASE("config: read_json_file names the file and the position of a syntax er
   close(fd);
   std::string msg = error_message([&] { read_json_file(path); });
   CHECK(has(msg, std::string(path) + ": not valid JSON (byte"));
+  // A number beyond double: nlohmann throws out_of_range, not parse_error (fuzz finding,
+  // tests/fuzz/regressions/config); it escaped as nlohmann's exception, the file unnamed.
+  const char big[] = "{\"train\": {\"epochs\": 1e999}}";
+  FILE* f = std::fopen(path, "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(std::fwrite(big, 1, sizeof big - 1, f) == sizeof big - 1);
+  std::fclose(f);
+  CHECK(has(error_message([&] { read_json_file(path); }), std::string(path) + ": not valid JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'"));
+  json doc = json::object();
+  CHECK(has(error_message([&] { apply_override(doc, "train.epochs=1e999"); }),
+            "--set train.epochs=1e999: [json.exception.out_of_range.406] number overflow parsing '1e999'"));
   std::remove(path);
 }
 
