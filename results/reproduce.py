@@ -97,6 +97,8 @@ def shell_line(argv):
     """The command as a user would type it from the repository root."""
     out = []
     for a in argv:
+        if a.startswith(BIN + "/"):  # whatever SIMA_BIN_DIR was, the user's binaries are in build/bin
+            a = "build/bin/" + os.path.basename(a)
         a = os.path.relpath(a, ROOT) if a.startswith(ROOT + "/") else a
         out.append("'%s'" % a if any(c in a for c in " {}\"$*") else a)
     return " ".join(out)
@@ -158,7 +160,8 @@ def run_one(row, seed, threads):
     os.makedirs(os.path.dirname(out), exist_ok=True)
     code, wall, cpu, last = run_logged(argv, env, out + ".log")
     epochs = epoch_records(out)
-    rec.update(command=shell_line(argv), wall_s=round(wall, 1), cpu_s=round(cpu, 1), exit_code=code,
+    rec.update(command="OMP_NUM_THREADS=%d " % threads + shell_line(argv), wall_s=round(wall, 1), cpu_s=round(cpu, 1),
+               exit_code=code,
                epochs=[{k: e[k] for k in e if k in ("epoch", "test_top1", "test_top5", "test_loss", "train_loss",
                                                        "teacher_entropy", "kl", "loss")} for e in epochs])
     if code != 0:
@@ -176,7 +179,8 @@ def run_one(row, seed, threads):
         if SMOKE:
             eargv += ["--train-limit", "512", "--limit", "256", "--probe-epochs", "2"]
         ecode, ewall, ecpu, elast = run_logged(eargv, env, out + ".eval.json")
-        rec["eval"] = {"command": shell_line(eargv), "wall_s": round(ewall, 1), "cpu_s": round(ecpu, 1),
+        rec["eval"] = {"command": "OMP_NUM_THREADS=%d " % threads + shell_line(eargv), "wall_s": round(ewall, 1),
+                       "cpu_s": round(ecpu, 1),
                        "exit_code": ecode}
         if ecode == 0:
             with open(out + ".eval.json") as f:
