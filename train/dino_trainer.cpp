@@ -213,10 +213,7 @@ void DinoTrainer::State::setup() {
       convert_sync_batchnorm(comm, *teacher);
     }
     dino_loss->sum_across = [this](double* data, int64_t n) { comm.allreduce_sum(data, n); };
-    std::vector<Tensor> trainable;
-    for (auto& [name, p] : student->named_parameters())
-      if (p.requires_grad()) trainable.push_back(p);
-    grad_sync = std::make_unique<GradSync>(comm, std::move(trainable), c.train.allreduce_bucket_mb);
+    grad_sync = make_grad_sync(comm, *student, c.train.allreduce_bucket_mb);
   }
   if (!comm.is_main()) return;
   const std::string text = resolved.dump(2) + "\n";

@@ -243,4 +243,11 @@ void convert_sync_batchnorm(Comm& comm, Module& module) {
     if (auto* bn = dynamic_cast<BatchNorm2d*>(m)) bn->sync = [&comm](double* data, int64_t n) { comm.allreduce_sum(data, n); };
 }
 
+std::unique_ptr<GradSync> make_grad_sync(Comm& comm, Module& module, double bucket_mb) {
+  std::vector<Tensor> trainable;
+  for (auto& [name, p] : module.named_parameters())
+    if (p.requires_grad()) trainable.push_back(p);
+  return std::make_unique<GradSync>(comm, std::move(trainable), bucket_mb);
+}
+
 }  // namespace sima

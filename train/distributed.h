@@ -128,6 +128,10 @@ class GradSync {
 
 // Copies rank 0's parameters and buffers to every rank (after init or resume).
 void broadcast_module(Comm& comm, Module& module);
+
+// A GradSync over the trainable parameters of `module` (those with requires_grad), in
+// registration order: what both trainers build when there is more than one rank.
+std::unique_ptr<GradSync> make_grad_sync(Comm& comm, Module& module, double bucket_mb);
 // Copies rank 0's buffers only: without SyncBatchNorm each rank's BatchNorm running statistics
 // follow its own slices; before an evaluation every rank takes rank 0's, the ones rank 0 saves
 // (PyTorch DDP broadcasts them from rank 0 at every forward, to the same effect).

@@ -180,10 +180,7 @@ void Trainer::State::setup() {
     broadcast_module(comm, *model);
     if (ema) broadcast_module(comm, ema->module());
     if (c.train.sync_batchnorm) convert_sync_batchnorm(comm, *model);
-    std::vector<Tensor> trainable;
-    for (auto& [name, p] : model->named_parameters())
-      if (p.requires_grad()) trainable.push_back(p);
-    grad_sync = std::make_unique<GradSync>(comm, std::move(trainable), c.train.allreduce_bucket_mb);
+    grad_sync = make_grad_sync(comm, *model, c.train.allreduce_bucket_mb);
   }
   if (!comm.is_main()) return;
   const std::string text = resolved.dump(2) + "\n";
