@@ -124,17 +124,39 @@ void check_jpeg_huffman_tables(const uint8_t* b, size_t size, const std::string&
 // stb_image reallocates its buffer for a PNG IDAT chunk to the length the chunk claims before
 // reading it: a 57-byte file claiming a 1.4 GB chunk made it allocate 1.4 GB (fuzz finding,
 // tests/fuzz/regressions/image). Every chunk up to IEND must lie inside the file.
-void check_png_chunks(const uint8_t* b, size_t size, const std::string& name) {
+// A zero-length IDAT before any image data is legal PNG, but stb then copies 0 bytes into its
+// still-null buffer, memcpy(NULL, src, 0), undefined behaviour UBSan reports (fuzz finding,
+// tests/fuzz/regressions/image/fuzzer_found_png_empty_first_idat). Returns the byte offsets of
+// such chunks, which decode_image drops before stb sees the file.
+std::vector<size_t> check_png_chunks(const uint8_t* b, size_t size, const std::string& name) {
   static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  if (size < 8 || !std::equal(kSignature, kSignature + 8, b)) return;
+  std::vector<size_t> empty_leading_idat;
+  if (size < 8 || !std::equal(kSignature, kSignature + 8, b)) return empty_leading_idat;
+  bool seen_data = false;
   for (size_t at = 8; at + 8 <= size;) {
     const uint64_t len = uint64_t(b[at]) << 24 | uint64_t(b[at + 1]) << 16 | uint64_t(b[at + 2]) << 8 | b[at + 3];
     const std::string type(reinterpret_cast<const char*>(b + at + 4), 4);
     check(len + 12 <= size - at, "read_image: ", name, ": truncated PNG (chunk at byte ", at, " claims ", len,
           " bytes of data, the file has ", size - at, " bytes from there)");
-    if (type == "IEND") return;
+    if (type == "IEND") break;
+    if (type == "IDAT" && len == 0 && !seen_data) empty_leading_idat.push_back(at);
+    if (type == "IDAT" && len > 0) seen_data = true;
     at += size_t(len) + 12;  // length, type, data, CRC
   }
+  return empty_leading_idat;
+}
+
+// The file without the 12-byte chunks starting at `drop` (sorted offsets).
+std::vector<uint8_t> without_chunks(const uint8_t* b, size_t size, const std::vector<size_t>& drop) {
+  std::vector<uint8_t> out;
+  out.reserve(size);
+  size_t from = 0;
+  for (size_t at : drop) {
+    out.insert(out.end(), b + from, b + at);
+    from = at + 12;
+  }
+  out.insert(out.end(), b + from, b + size);
+  return out;
 }
 
 }  // namespace
@@ -147,7 +169,10 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
   const int len = static_cast<int>(size);
   check_bmp_size(bytes, size, name);
   check_jpeg_huffman_tables(bytes, size, name);  // before stbi_info: it reads the DHTs before SOF
-  check_png_chunks(bytes, size, name);
+  if (const std::vector<size_t> drop = check_png_chunks(bytes, size, name); !drop.empty()) {
+    const std::vector<uint8_t> cleaned = without_chunks(bytes, size, drop);
+    return decode_image(cleaned.data(), cleaned.size(), channels, name);
+  }
 
   // Header first: reject bad files and huge dimensions before stb allocates the pixels.
   int w = 0, h = 0, stored = 0;

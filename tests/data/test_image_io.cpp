@@ -259,6 +259,22 @@ TEST_CASE("decoding errors name the path and the reason") {
   CHECK(m.find("channels must be 0 (as stored), 1 (grey) or 3 (RGB), got 2") != std::string::npos);
 }
 
+TEST_CASE("PNG with empty IDAT chunks before the image data decodes like the plain file") {
+  // Legal PNG; stb alone would memcpy 0 bytes into its null buffer (UB that UBSan reports: fuzz
+  // finding, tests/fuzz/regressions/image/fuzzer_found_png_empty_first_idat). decode_image drops
+  // those chunks first; an empty IDAT after the data stays and stb reads it fine.
+  TempDir tmp;
+  const Image want = pattern(3, 6, 5);
+  write_png(tmp.file("plain.png"), want);
+  std::vector<uint8_t> b = read_file(tmp.file("plain.png"));
+  const std::vector<uint8_t> empty_idat = {0, 0, 0, 0, 'I', 'D', 'A', 'T', 0x35, 0xaf, 0x06, 0x1e};  // CRC of "IDAT"
+  b.insert(b.begin() + 33, empty_idat.begin(), empty_idat.end());  // after signature (8) and IHDR (25)
+  b.insert(b.begin() + 33, empty_idat.begin(), empty_idat.end());
+  b.insert(b.end() - 12, empty_idat.begin(), empty_idat.end());    // before IEND
+  const Image got = decode_image(b.data(), b.size(), 0, "empty_idat.png");
+  check_same_image(got, want, 0.f);
+}
+
 TEST_CASE("writing errors") {
   TempDir tmp;
   const std::string nodir = tmp.str() + "/no/such/dir/x.png";

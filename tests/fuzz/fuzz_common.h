@@ -18,23 +18,27 @@ namespace sima::fuzz {
 // A private scratch folder for readers that take a path (one per process; libFuzzer runs
 // inputs one after another in a process, so files are simply overwritten), removed at exit.
 // In memory (/dev/shm) unless TMPDIR says otherwise: on this machine's /tmp a harness ran
-// ~300 inputs/s, on /dev/shm ~10 000.
+// ~300 inputs/s, on /dev/shm ~10 000. The process works inside it and readers get relative
+// paths ("." and "./name"): the folder's random name then never reaches the code under test,
+// where its letters and length would change which branches run (run.sh --ci must try the
+// same inputs each time). libFuzzer's own paths (corpus, artifacts) are absolute.
 inline const std::string& scratch_dir() {
-  static const std::string dir = [] {
+  static const std::string absolute = [] {
     const char* env = std::getenv("TMPDIR");
     std::string base = env && *env ? env : ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     std::string tmpl = base + "/sima-fuzz-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) std::abort();
+    if (!::mkdtemp(tmpl.data()) || ::chdir(tmpl.c_str()) != 0) std::abort();
     return tmpl;
   }();
   static const bool cleanup = [] {
     return std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove_all(scratch_dir(), ec);
+      std::filesystem::remove_all(absolute, ec);
     }) == 0;
   }();
   (void)cleanup;
-  return dir;
+  static const std::string relative = ".";
+  return relative;
 }
 
 // Writes `size` bytes to scratch_dir()/name and returns the path.
