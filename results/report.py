@@ -91,8 +91,9 @@ def write(root, rows, load, path=""):
     total = sum(r["wall_s"] for row in t.rows for r in t.records[row])
     cpu = sum(r.get("cpu_s", 0) for row in t.rows for r in t.records[row])
     n = sum(len(t.records[row]) for row in t.rows)
-    out.append("%d runs recorded: %.1f hours of wall time and %.1f CPU-hours in all (runs went two at a time, one"
-               " thread each; the speed rows alone at two threads).\n" % (n, total / 3600, cpu / 3600))
+    out.append("%d runs recorded: %.1f hours of wall time and %.1f CPU-hours in all (training runs went one or two at a"
+               " time, one thread each, and each record keeps the load average when it started; the speed rows"
+               " alone at two threads).\n" % (n, total / 3600, cpu / 3600))
 
     out.append("## Claim 1: SimA matches the attention it replaces\n")
     out.append("Top-1 (%) on the Fashion-MNIST test set after the last epoch, mean ± sample std over seeds."
