@@ -11,12 +11,12 @@
 #include "core/rng.h"
 #include "data/file_io.h"
 #include "data/loader.h"
-#include "train/distributed.h"
 #include "data/multicrop.h"
 #include "models/checkpoint.h"
 #include "models/registry.h"
 #include "train/curves.h"
 #include "train/data_spec.h"
+#include "train/distributed.h"
 #include "train/ema.h"
 #include "train/loop_common.h"
 #include "train/metrics.h"
@@ -314,8 +314,7 @@ DinoTrainResult DinoTrainer::fit() {
         std::to_string(s.train_raw->size()) + " images x " + std::to_string(2 + c.dino.local_crops_number) +
         " crops, " + std::to_string(s.steps_per_epoch) + " steps/epoch, lr " + std::to_string(c.effective_lr()) +
         (s.opt.resume ? ", resumed at step " + std::to_string(s.pos.step) : "") +
-        (s.comm.size() > 1 ? ", " + std::to_string(s.comm.size()) + " ranks x " +
-                                 std::to_string(c.data.batch_size / s.comm.size()) + " images" : ""));
+        ranks_banner(s.comm, c.data.batch_size));
 
   float* sums = s.extra->epoch_sums.data();
   bool stop = c.train.max_steps > 0 && s.pos.step >= c.train.max_steps;

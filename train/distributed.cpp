@@ -224,6 +224,11 @@ void broadcast_buffers(Comm& comm, Module& module) {
   for (auto& [name, t] : module.named_buffers()) comm.broadcast(t.data(), t.numel(), 0);
 }
 
+std::string ranks_banner(const Comm& comm, int64_t global_batch) {
+  if (comm.size() <= 1) return "";
+  return ", " + std::to_string(comm.size()) + " ranks x " + std::to_string(global_batch / comm.size()) + " images";
+}
+
 double mean_over_ranks(Comm& comm, double value) {
   if (comm.size() == 1) return value;
   comm.allreduce_sum(&value, 1);

@@ -137,6 +137,10 @@ std::unique_ptr<GradSync> make_grad_sync(Comm& comm, Module& module, double buck
 // (PyTorch DDP broadcasts them from rank 0 at every forward, to the same effect).
 void broadcast_buffers(Comm& comm, Module& module);
 
+// The start-up banner's part about ranks: ", P ranks x B/P images" with P > 1 ranks sharing a
+// global batch of B, and "" for one process.
+std::string ranks_banner(const Comm& comm, int64_t global_batch);
+
 // Mean of a scalar over the ranks (each rank's value weighs the same: equal slices).
 double mean_over_ranks(Comm& comm, double value);
 // True on every rank when it is true on any (e.g. a stop signal seen by one rank first).

@@ -300,10 +300,8 @@ TrainResult Trainer::fit() {
                          s.teacher->path() + " (" + s.teacher->model().config().arch + ")"
                    : "") +
         (s.opt.resume ? ", resumed at step " + std::to_string(s.pos.step) : "") +
-        (s.comm.size() > 1 ? ", " + std::to_string(s.comm.size()) + " ranks x " +
-                                 std::to_string(c.data.batch_size / s.comm.size()) + " images" +
-                                 (c.train.sync_batchnorm ? ", SyncBatchNorm" : "")
-                           : ""));
+        ranks_banner(s.comm, c.data.batch_size) +
+        (s.comm.size() > 1 && c.train.sync_batchnorm ? ", SyncBatchNorm" : ""));
 
   bool stop = c.train.max_steps > 0 && s.pos.step >= c.train.max_steps;  // already there
   result.interrupted = stop && s.pos.epoch < c.train.epochs;

@@ -220,6 +220,12 @@ TEST_CASE("sync_batch_norm: two ranks (threads) = batch_norm2d on the concatenat
   CHECK(max_abs_diff(y0_local, narrow(yf, 0, 0, 3)) > 1e-3);
 }
 
+TEST_CASE("ranks_banner: the ranks and the per-rank batch, nothing for one process") {
+  CHECK(ranks_banner(FakeComm(1), 128) == "");
+  CHECK(ranks_banner(FakeComm(2), 128) == ", 2 ranks x 64 images");
+  CHECK(ranks_banner(FakeComm(4), 64) == ", 4 ranks x 16 images");
+}
+
 TEST_CASE("SIMA_MPI_TIMEOUT and SIMA_TEST_FAULT: read, checked") {
   setenv("SIMA_MPI_TIMEOUT", "2.5", 1);
   CHECK(mpi_timeout_seconds() == 2.5);
