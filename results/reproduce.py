@@ -104,6 +104,11 @@ def shell_line(argv):
     return " ".join(out)
 
 
+def user_command(argv, threads):
+    """shell_line with the thread count the run had, so it can be pasted as is."""
+    return "OMP_NUM_THREADS=%d " % threads + shell_line(argv)
+
+
 def run_logged(argv, env, log_path):
     """Runs argv with stdout+stderr to log_path; returns (exit code, wall s, CPU s, last output line).
     CPU time (user + system of that child alone, from wait4) is the figure that survives a busy machine."""
@@ -160,7 +165,7 @@ def run_one(row, seed, threads):
     os.makedirs(os.path.dirname(out), exist_ok=True)
     code, wall, cpu, last = run_logged(argv, env, out + ".log")
     epochs = epoch_records(out)
-    rec.update(command="OMP_NUM_THREADS=%d " % threads + shell_line(argv), wall_s=round(wall, 1), cpu_s=round(cpu, 1),
+    rec.update(command=user_command(argv, threads), wall_s=round(wall, 1), cpu_s=round(cpu, 1),
                exit_code=code,
                epochs=[{k: e[k] for k in e if k in ("epoch", "test_top1", "test_top5", "test_loss", "train_loss",
                                                        "teacher_entropy", "kl", "loss")} for e in epochs])
@@ -179,7 +184,7 @@ def run_one(row, seed, threads):
         if SMOKE:
             eargv += ["--train-limit", "512", "--limit", "256", "--probe-epochs", "2"]
         ecode, ewall, ecpu, elast = run_logged(eargv, env, out + ".eval.json")
-        rec["eval"] = {"command": "OMP_NUM_THREADS=%d " % threads + shell_line(eargv), "wall_s": round(ewall, 1),
+        rec["eval"] = {"command": user_command(eargv, threads), "wall_s": round(ewall, 1),
                        "cpu_s": round(ecpu, 1),
                        "exit_code": ecode}
         if ecode == 0:
