@@ -215,11 +215,13 @@ def cmd_run(args):
     for b in ("sima-train", "sima-eval", "sima-bench"):
         if not os.access(os.path.join(BIN, b), os.X_OK):
             sys.exit("reproduce.py: %s missing: build first (./setup.sh)" % os.path.join(BIN, b))
-    todo = [(r, s) for r in rows for s in range(ROW[r][3]) if load_record(r, s) is None]
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
+    todo = [(r, s) for r in rows for s in range(ROW[r][3])
+            if load_record(r, s) is None and (seeds is None or s in seeds)]
     bench = [t for t in todo if ROW[t[0]][2] == "bench"]
     train = [t for t in todo if ROW[t[0]][2] != "bench"]
-    print("reproduce.py: %d runs to do (%d recorded already)" % (len(todo), sum(
-        ROW[r][3] for r in rows) - len(todo)), flush=True)
+    done = sum(load_record(r, s) is not None for r in rows for s in range(ROW[r][3]))
+    print("reproduce.py: %d runs to do (%d recorded already)" % (len(todo), done), flush=True)
     lock = threading.Lock()
 
     def go(t):
@@ -243,6 +245,7 @@ if __name__ == "__main__":
     sub.add_parser("list")
     pr = sub.add_parser("run")
     pr.add_argument("--rows", default="", help="comma-separated rows (default: all)")
+    pr.add_argument("--seeds", default="", help="comma-separated seeds (default: each row's all; two launchers can split a row)")
     pr.add_argument("--jobs", type=int, default=2, help="runs at a time")
     pr.add_argument("--threads", type=int, default=1, help="OpenMP threads per run")
     pr.add_argument("--smoke", default="", metavar="DIR",

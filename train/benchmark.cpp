@@ -46,9 +46,15 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg) 
   std::vector<std::string> variants = cfg.variants.empty() ? known : cfg.variants;
   for (auto& v : variants)
     check(std::find(known.begin(), known.end(), v) != known.end(), "attention bench: unknown variant '", v, "'");
-  // The token grid: square when N is a square number (SOFT's bottleneck needs one).
-  int64_t H = int64_t(std::llround(std::sqrt(double(cfg.tokens)))), W = H;
-  if (H * W != cfg.tokens) H = cfg.tokens, W = 1;
+  // The token grid (SOFT's bottleneck needs one): all N tokens when N is a square; else, when
+  // N - 1 is a square (a class token then the patches, as in DeiT's 197 = 1 + 14²), the last
+  // N - 1; else an N x 1 strip.
+  auto isqrt = [](int64_t n) { return int64_t(std::llround(std::sqrt(double(n)))); };
+  int64_t H = isqrt(cfg.tokens), W = H;
+  if (H * W != cfg.tokens) {
+    H = W = isqrt(cfg.tokens - 1);
+    if (H * W != cfg.tokens - 1 || H == 0) H = cfg.tokens, W = 1;
+  }
 
   for (auto& o : cfg.orders)
     check(o == "auto" || o == "qk_first" || o == "kv_first", "attention bench: order '", o,

@@ -52,6 +52,24 @@ TEST_CASE("bench: attention rows carry the exp() count of each variant and its G
   CHECK(j.contains("train_ms"));
 }
 
+TEST_CASE("bench: SOFT gets the patch grid after a class token (N = 1 + H·W)") {
+  AttentionBenchConfig c;
+  c.batch = 1, c.dim = 32, c.heads = 4;
+  c.timing = {.warmup = 0, .reps = 1};
+  c.variants = {"soft"};
+  for (int64_t n : {16, 17}) {  // 4x4 grid; a class token + 4x4
+    c.tokens = n;
+    auto rows = bench_attention(c);
+    REQUIRE(rows.size() == 1);
+    CHECK_MESSAGE(rows[0].error.empty(), "N = ", n, ": ", rows[0].error);
+    CHECK(rows[0].exp_calls > 0);
+  }
+  c.tokens = 18;  // neither N nor N - 1 is a square: an 18x1 strip, too thin for the 2x2 bottleneck
+  auto rows = bench_attention(c);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].error.find("token grid 18x1") != std::string::npos);
+}
+
 TEST_CASE("bench: bad attention shapes and variants are errors") {
   CHECK(error_message([] {
           AttentionBenchConfig c;
