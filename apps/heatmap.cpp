@@ -3,9 +3,9 @@
 //   build/bin/sima-heatmap --checkpoint runs/NAME/best.safetensors --image a.png dir/ ...
 //                          [--layer L] [--which q|k|both|cls] [--out DIR]
 //                          [--colormap jet|viridis|inferno] [--alpha A] [--raw] [--json]
-//                          [--foreground-above T]
+//                          [--foreground-above T] [--scale K]
 //
-// Per image: <out>/<name>_q.png, <name>_k.png (overlays at the image's size), <name>_panel.png
+// Per image: <out>/<name>_q.png, <name>_k.png (overlays at the image's size, times K with --scale), <name>_panel.png
 // (image | maps), with --raw <name>_q_raw.png ... (the [0, 1] map, 16-bit grey). --which cls:
 // the class token's attention row of a softmax model instead. The model, its input
 // normalisation and the eval crop come from the checkpoint (train/evaluate.h,
@@ -63,6 +63,8 @@ int main(int argc, char** argv) {
   cli.flag("colormap", "jet|viridis|inferno", "colour map (matplotlib's colours)", false, "jet");
   cli.flag("alpha", "A", "weight of the colour map over the image, in [0, 1]", false, "0.5");
   cli.option("raw", "also write each [0, 1] map as a 16-bit grey PNG (<name>_<map>_raw.png)");
+  cli.flag("scale", "K", "write the overlays and the panel K times larger (nearest neighbour; 1..32), for small images",
+           false, "1");
   cli.option("json", "print one JSON object with per-image statistics");
   cli.flag("foreground-above", "T",
            "also report the share of each map's mass on pixels whose grey level (0..1) is above T, "
@@ -84,6 +86,8 @@ int main(int argc, char** argv) {
     check(alpha >= 0.0 && alpha <= 1.0, "--alpha: ", alpha, " is not in [0, 1]");
     opt.alpha = static_cast<float>(alpha);
     opt.raw = cli.is_set("raw");
+    opt.scale = cli.get_int("scale");
+    check(opt.scale >= 1 && opt.scale <= 32, "--scale: ", opt.scale, " is not in 1..32");
     opt.out_dir = cli.get("out");
     check(!opt.out_dir.empty(), "--out: empty folder name");
     if (!cli.get("foreground-above").empty()) {

@@ -4,6 +4,7 @@ docs/RESULTS.md from what the runs recorded.
 
     python3 results/reproduce.py list                 # rows, seeds, which runs are recorded
     python3 results/reproduce.py run [--rows A,B] [--jobs 2] [--threads 1]
+    python3 results/reproduce.py heatmaps             # saliency panels from the seed-0 checkpoints
     python3 results/reproduce.py report               # docs/RESULTS.md from results/runs/
 
 `run` trains each (row, seed) that has no record yet with build/bin/sima-train (configs/paper/<row>.json,
@@ -59,6 +60,14 @@ ROWS = [
 ]
 ROW = {r[0]: r for r in ROWS}
 
+# Saliency maps (the paper's Figure 3) from these rows' seed-0 checkpoints, on the test images in
+# docs/images: the norms of q̂ and k̂ per token in the last attention layer, or for softmax rows the
+# class token's attention row. `heatmaps` makes them after `run`; the checkpoints are not committed.
+HEATMAP_ROWS = ["deit_sima", "deit_softmax", "deit_sima_relu_mlp", "xcit_sima", "xcit_xca", "cvt_sima",
+                "cvt_softmax", "dino_xcit_sima", "dino_xcit_xca"]
+HEATMAP_IMAGES = os.path.join(ROOT, "docs", "images")
+FOREGROUND = 0.1  # grey level above which a pixel is the object (Fashion-MNIST's background is 0)
+
 
 def record_path(row, seed):
     return os.path.join(RUNS, row, "s%d.json" % seed)
@@ -72,9 +81,8 @@ def load_record(row, seed):
         return json.load(f)
 
 
-def write_record(row, seed, rec):
+def write_json(p, rec):
     """Atomic: a killed run never leaves half a record."""
-    p = record_path(row, seed)
     os.makedirs(os.path.dirname(p), exist_ok=True)
     tmp = p + ".tmp.%d" % os.getpid()
     with open(tmp, "w") as f:
@@ -83,6 +91,10 @@ def write_record(row, seed, rec):
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, p)
+
+
+def write_record(row, seed, rec):
+    write_json(record_path(row, seed), rec)
 
 
 def git_commit():
@@ -202,10 +214,15 @@ def cmd_list(args):
                                                                  done or "none"))
 
 
-def cmd_run(args):
+def use_smoke_dir(d):
+    """--smoke: a check of this script itself, with records, pictures and runs under d."""
     global RUNS, PNGS, OUT
-    if args.smoke:  # a check of this script itself: tiny budget, records outside the repository
-        RUNS, PNGS, OUT = (os.path.join(args.smoke, d) for d in ("records", "png", "runs"))
+    RUNS, PNGS, OUT = (os.path.join(d, sub) for sub in ("records", "png", "runs"))
+
+
+def cmd_run(args):
+    if args.smoke:  # tiny budget, everything outside the repository
+        use_smoke_dir(args.smoke)
         SMOKE.extend(["--set", "data.train_subset=256", "--set", "data.test_subset=128", "--set", "train.epochs=1",
                       "--set", "data.batch_size=64"])
     rows = args.rows.split(",") if args.rows else [r[0] for r in ROWS]
@@ -239,6 +256,54 @@ def cmd_run(args):
         go(t)
 
 
+def heatmap_record_path(row):
+    return os.path.join(RUNS, row, "heatmap.json")
+
+
+def load_heatmap(row):
+    p = heatmap_record_path(row)
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        return json.load(f)
+
+
+def cmd_heatmaps(args):
+    if args.smoke:
+        use_smoke_dir(args.smoke)
+    rows = args.rows.split(",") if args.rows else HEATMAP_ROWS
+    for row in rows:
+        if row not in ROW or ROW[row][2] == "bench":
+            sys.exit("reproduce.py: '%s' is not a training row" % row)
+        ckpt = os.path.join(OUT, "%s_s0" % row, "model.safetensors")
+        if not os.path.exists(ckpt):
+            print("  %s: no checkpoint %s (train it with run first): skipped" % (row, os.path.relpath(ckpt, ROOT)))
+            continue
+        with open(os.path.join(ROOT, "configs", "paper", row + ".json")) as f:
+            attention = json.load(f)["model"].get("attention", {}).get("type", "softmax")
+        out = os.path.join(PNGS, "heatmaps", row)
+        if os.path.isdir(out):
+            shutil.rmtree(out)
+        argv = [os.path.join(BIN, "sima-heatmap"), "--checkpoint", ckpt, "--image", HEATMAP_IMAGES, "--out", out,
+                "--which", "cls" if attention == "softmax" else "both", "--scale", "6",
+                "--foreground-above", str(FOREGROUND), "--json"]
+        p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit("reproduce.py: %s failed: %s" % (shell_line(argv), p.stderr.strip()))
+        result = json.loads(p.stdout)
+        for im in result["images"]:  # keep the panels (image | maps); the single overlays repeat them
+            for f in im["files"]:
+                if not f.endswith("_panel.png"):
+                    os.remove(f)
+            im["files"] = [os.path.relpath(f, ROOT) for f in im["files"] if f.endswith("_panel.png")]
+            im["path"] = os.path.relpath(os.path.join(ROOT, im["path"]), ROOT)
+        result["checkpoint"] = os.path.relpath(ckpt, ROOT)
+        rec = {"row": row, "command": shell_line(argv), "commit": git_commit(), "attention": attention,
+               "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "result": result}
+        write_json(heatmap_record_path(row), rec)
+        print("  %s: %d panels in %s" % (row, len(result["images"]), os.path.relpath(out, ROOT)))
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -250,6 +315,9 @@ if __name__ == "__main__":
     pr.add_argument("--threads", type=int, default=1, help="OpenMP threads per run")
     pr.add_argument("--smoke", default="", metavar="DIR",
                     help="check the script: 1 epoch on 256 images, records and runs under DIR")
+    hp = sub.add_parser("heatmaps")
+    hp.add_argument("--rows", default="", help="comma-separated rows (default: %s)" % ",".join(HEATMAP_ROWS))
+    hp.add_argument("--smoke", default="", metavar="DIR", help="the checkpoints of run --smoke DIR; output under DIR")
     rp = sub.add_parser("report")
     rp.add_argument("--records", default="", help="read records from this folder (default: results/runs)")
     rp.add_argument("--to", dest="records_to", default="", help="write here instead of docs/RESULTS.md")
@@ -258,8 +326,10 @@ if __name__ == "__main__":
         cmd_list(a)
     elif a.cmd == "run":
         cmd_run(a)
+    elif a.cmd == "heatmaps":
+        cmd_heatmaps(a)
     else:
         if a.records:
             RUNS = a.records
         import report
-        report.write(ROOT, ROWS, load_record, a.records_to)
+        report.write(ROOT, ROWS, load_record, a.records_to, heatmaps=[(r, load_heatmap(r)) for r in HEATMAP_ROWS])

@@ -115,6 +115,8 @@ struct HeatmapOptions {
   Colormap colormap = Colormap::Jet;
   float alpha = 0.5f;
   bool raw = false;             // also <name>_<map>_raw.png, 16-bit grey [0, 1]
+  int64_t scale = 1;            // overlays and panel written this many times larger (nearest
+                                // neighbour: each pixel a scale x scale block), for small images
   std::string out_dir = ".";
   double crop_pct = 1.0;        // the checkpoint's eval crop
   bool foreground = false;      // report foreground_mass above foreground_threshold

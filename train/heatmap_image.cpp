@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/functional.h"
 #include "data/image_io.h"
 #include "train/heatmap.h"
 #include "train/transforms.h"
@@ -175,6 +176,14 @@ ForegroundMass foreground_mass(const std::vector<float>& map, const std::vector<
 
 // ---- one image file -----------------------------------------------------------------
 
+namespace {
+// Nearest-neighbour resize by an integer factor: each pixel becomes a k x k block.
+Image enlarged(const Image& img, int64_t k) {
+  if (k == 1) return img;
+  return transforms::functional::resize(img, img.height * k, img.width * k, transforms::Interpolation::Nearest);
+}
+}  // namespace
+
 nlohmann::json make_heatmaps(Model& model, const ModelConfig& input, const std::string& path, const std::string& name,
                              const HeatmapOptions& opt) {
   const std::string& which = opt.which;
@@ -251,6 +260,7 @@ nlohmann::json make_heatmaps(Model& model, const ModelConfig& input, const std::
   pngs.emplace_back(name + "_panel.png", side_by_side(panel));
 
   // Every image is made before the first file is written; each file is written atomically.
+  check(opt.scale >= 1, "heatmap scale must be at least 1, got ", opt.scale);
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   check(fs::is_directory(opt.out_dir), "cannot create the output folder ", opt.out_dir,
@@ -258,7 +268,7 @@ nlohmann::json make_heatmaps(Model& model, const ModelConfig& input, const std::
   nlohmann::json files = nlohmann::json::array();
   for (auto& [file, im] : pngs) {
     const std::string out = (fs::path(opt.out_dir) / file).string();
-    write_png(out, im);
+    write_png(out, enlarged(im, opt.scale));
     files.push_back(out);
   }
   for (auto& [file, im] : pngs16) {

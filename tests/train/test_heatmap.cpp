@@ -320,6 +320,23 @@ TEST_CASE("a synthetic model whose only non-zero q̂, k̂ is one token: the map 
     CHECK(raw.at(0, 27, 27) == 0.f);
     CHECK(raw.at(0, 21, 20) == 0.f);
   }
+
+  // scale 3: the overlay and the panel are the scale-1 files with every pixel a 3x3 block.
+  HeatmapOptions big = opt;
+  big.raw = false;
+  big.scale = 3;
+  big.out_dir = dir.str() + "/big";
+  make_heatmaps(*model, model->config(), path, "peak", big);
+  for (const char* f : {"peak_q.png", "peak_panel.png"}) {
+    CAPTURE(f);
+    const Image small = read_image(opt.out_dir + "/" + f), large = read_image(big.out_dir + "/" + f);
+    REQUIRE((large.channels == small.channels && large.height == 3 * small.height && large.width == 3 * small.width));
+    int64_t mismatches = 0;
+    for (int64_t c = 0; c < large.channels; ++c)
+      for (int64_t y = 0; y < large.height; ++y)
+        for (int64_t x = 0; x < large.width; ++x) mismatches += large.at(c, y, x) != small.at(c, y / 3, x / 3);
+    CHECK(mismatches == 0);
+  }
 }
 
 // ---- pixels ----------------------------------------------------------------------------------
@@ -561,6 +578,8 @@ TEST_CASE("sima-heatmap: each error is one line naming what is wrong") {
       {"--image " + img + " --colormap hot", "--colormap: colormap 'hot' is not one of: jet, viridis, inferno"},
       {"--image " + img + " --alpha 1.5", "--alpha: 1.5 is not in [0, 1]"},
       {"--image " + img + " --foreground-above x", "--foreground-above: 'x' is not a number"},
+      {"--image " + img + " --scale 0", "--scale: 0 is not in 1..32"},
+      {"--image " + img + " --scale 33", "--scale: 33 is not in 1..32"},
       {"", "--image: no image given (files or folders of images)"},
   };
   for (const auto& [args, message] : cases) {

@@ -1,0 +1,28 @@
+#!/bin/bash
+# results/reproduce.py end to end at a tiny budget (run --smoke: 1 epoch on 256 images):
+# a supervised row, a DINO row with its k-NN and linear probe, the heatmap panels of both,
+# and the report from those records. Checks that the script the paper table depends on works.
+#   tests/results/smoke.sh BIN_DIR
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${1:-$root/build/bin}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+export SIMA_BIN_DIR=$bin OMP_WAIT_POLICY=passive
+py=python3
+rows=deit_sima_relu_mlp,dino_xcit_sima
+$py "$root/results/reproduce.py" run --smoke "$dir" --rows $rows --seeds 0 --jobs 1
+$py "$root/results/reproduce.py" heatmaps --smoke "$dir" --rows $rows
+$py "$root/results/reproduce.py" report --records "$dir/records" --to "$dir/RESULTS.md"
+
+fail() { echo "smoke.sh: $*" >&2; exit 1; }
+for r in deit_sima_relu_mlp dino_xcit_sima; do
+  [ -f "$dir/records/$r/s0.json" ] || fail "no record for $r"
+  [ -f "$dir/records/$r/heatmap.json" ] || fail "no heatmap record for $r"
+  [ "$(ls "$dir/png/heatmaps/$r" | grep -c '_panel\.png$')" = 3 ] || fail "$r: not 3 panels"
+done
+grep -q '"exit_code": 0' "$dir/records/deit_sima_relu_mlp/s0.json" || fail "the training run failed"
+grep -q '"linear_probe"' "$dir/records/dino_xcit_sima/s0.json" || fail "the DINO record has no linear probe"
+grep -q '^| DeiT SimA | .* | .* |' "$dir/RESULTS.md" || fail "the report has no claim 3 row"
+grep -q '^\*\*dino_xcit_sima\*\* (layer' "$dir/RESULTS.md" || fail "the report has no heatmap panels"
+echo "smoke.sh: reproduce.py run, heatmaps and report work"
