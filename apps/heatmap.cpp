@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
     const CheckpointEvalInfo info = read_checkpoint_eval_info(path);
     std::shared_ptr<Model> model = load_checkpoint(path);
     opt.crop_pct = info.crop_pct;
+    opt.predict = info.head_trained;
     try {
       resolve_layer(opt.layer, static_cast<int64_t>(model->attention_layers().size()));
     } catch (const Error& e) {

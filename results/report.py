@@ -12,6 +12,7 @@ PAPER = {
     "cvt": ("CvT-13", "softmax", 81.6, 81.4),
 }
 
+MAP_LABELS = {"q": "q̂", "k": "k̂", "cls": "cls row"}
 FMNIST_CLASSES = ["T-shirt/top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag",
                   "ankle boot"]
 
@@ -102,7 +103,7 @@ def heatmap_section(heatmaps, out):
         out.append("**%s** (layer %d of %d, `%s`)\n" % (row, r["images"][0]["layer"] + 1, r["images"][0]["layer_count"],
                                                         h["command"]))
         maps = [m for m in ("q", "k", "cls") if m in r["images"][0]["maps"]]
-        out.append("| image | predicted | object | %s | panel |" % " | ".join("%ŝ on object" % m if m != "cls" else "cls row on object" for m in maps))
+        out.append("| image | predicted | object | %s | panel |" % " | ".join(MAP_LABELS[m] + " on object" for m in maps))
         out.append("|---|---|---|%s---|" % ("---|" * len(maps)))
         for im in r["images"]:
             out.append("| %s | %s | %.2f | %s | ![%s](%s) |" % (

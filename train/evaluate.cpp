@@ -308,6 +308,7 @@ CheckpointEvalInfo read_checkpoint_eval_info(const std::string& path) {
     }
   }
   if (meta.count("data")) info.data = meta.at("data");
+  info.head_trained = !meta.count("dino");
   if (meta.count("classes")) {
     const nlohmann::json c = parse("classes");
     check(c.is_array(), path, ": metadata \"classes\" is not a JSON list");

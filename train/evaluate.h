@@ -72,6 +72,7 @@ struct CheckpointEvalInfo {
   double crop_pct = 1.0;
   std::string data;
   std::vector<std::string> classes;
+  bool head_trained = true;  // false for a DINO backbone (metadata "dino"): its classifier was never trained
 };
 CheckpointEvalInfo read_checkpoint_eval_info(const std::string& path);
 

@@ -119,6 +119,7 @@ struct HeatmapOptions {
                                 // neighbour: each pixel a scale x scale block), for small images
   std::string out_dir = ".";
   double crop_pct = 1.0;        // the checkpoint's eval crop
+  bool predict = true;          // report the predicted class (not for a DINO backbone's untrained head)
   bool foreground = false;      // report foreground_mass above foreground_threshold
   float foreground_threshold = 0.f;
 };
@@ -129,7 +130,7 @@ struct HeatmapOptions {
 // <name>_panel.png (image | maps) and, with raw, the 16-bit maps; every file through a
 // temporary file and a rename. Returns the statistics sima-heatmap --json prints:
 //   {"path", "name", "image": [H, W], "input": [S, S], "layer", "layer_count", "attention",
-//    "variant", "predicted", "maps": {"q": {"grid": [h, w], "min", "max", "argmax": [r, c],
+//    "variant", ["predicted"], "maps": {"q": {"grid": [h, w], "min", "max", "argmax": [r, c],
 //    ["foreground_mass", "foreground_mass_raw"]}, ...}, ["foreground_share"], "files": [...]}
 nlohmann::json make_heatmaps(Model& model, const ModelConfig& input, const std::string& path, const std::string& name,
                              const HeatmapOptions& options);

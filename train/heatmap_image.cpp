@@ -219,7 +219,7 @@ nlohmann::json make_heatmaps(Model& model, const ModelConfig& input, const std::
                       {"layer_count", tm.layer_count},
                       {"attention", tm.attention},
                       {"variant", tm.variant}};
-  if (!tm.logits.empty())
+  if (opt.predict && !tm.logits.empty())
     j["predicted"] = std::max_element(tm.logits.begin(), tm.logits.end()) - tm.logits.begin();
 
   const Image rgb = to_rgb(img);

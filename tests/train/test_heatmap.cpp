@@ -516,6 +516,7 @@ TEST_CASE("sima-heatmap: a folder of images, JSON statistics, overlays and raw m
   CHECK(ja["foreground_share"].get<double>() == doctest::Approx(22.0 / 28).epsilon(0.01));
   CHECK(ja["maps"]["k"]["foreground_mass"].get<double>() > 0.0);
   CHECK(ja["files"].size() == 5);  // q, k, panel, q raw, k raw
+  CHECK(ja.contains("predicted"));
   CHECK(j["images"][1]["image"] == json{40, 24});
 
   for (const auto& [name, H, W] : {std::tuple{std::string("a"), 28, 28}, std::tuple{std::string("b"), 40, 24}}) {
@@ -546,6 +547,15 @@ TEST_CASE("sima-heatmap: a folder of images, JSON statistics, overlays and raw m
   CHECK(text.out.rfind(images + "/a.png: layer 0/2 sima (SimaAttention), q 7x7 [", 0) == 0);
   CHECK(text.out.find("wrote " + out + "/a_q.png") != std::string::npos);
   CHECK(text.out.find("a_k.png") == std::string::npos);
+
+  // A DINO backbone's classifier head was never trained: no predicted class.
+  const std::string dino = dir.file("dino.safetensors");
+  save_checkpoint(dino, *model, {{"data", "fashion_mnist"}, {"dino", "teacher backbone"}});
+  Run d = run_app("sima-heatmap --checkpoint " + dino + " --image " + images + "/a.png --out " + out + " --json");
+  REQUIRE(d.status == 0);
+  const json jd = json::parse(d.out);
+  CHECK(!jd["images"][0].contains("predicted"));
+  CHECK(jd["images"][0]["maps"].contains("q"));
 }
 
 TEST_CASE("sima-heatmap: each error is one line naming what is wrong") {
