@@ -1,20 +1,22 @@
 // curves.png through gnuplot (see curves.h). The CSV is parsed here and each curve goes to
 // gnuplot as an inline data block of (epoch, value) rows, skipping the epochs where the
 // value is missing (e.g. test metrics logged every few epochs), so gnuplot never sees the
-// CSV path or an empty cell. gnuplot runs by posix_spawn (no shell, so no quoting of paths
-// beyond the output name inside the script), with its stderr captured to a temporary file.
+// CSV path or an empty cell. gnuplot runs by fork + exec (no shell, so no quoting of paths
+// beyond the output name inside the script), with its stderr captured to a temporary file,
+// and dies with this process (PR_SET_PDEATHSIG).
 #include "train/curves.h"
 
 #include "core/durable_file.h"
 
 #include <fcntl.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -215,19 +217,27 @@ std::string render_curves(const std::string& csv_path, const std::string& png_pa
     }
   }
 
-  // ---- run gnuplot <script>: stdin and stdout /dev/null, stderr to `errors`
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, errors.c_str(), O_WRONLY | O_TRUNC, 0);
+  // ---- run gnuplot <script>: stdin and stdout /dev/null, stderr to `errors`.
+  // fork + exec rather than posix_spawn for one call in between: PR_SET_PDEATHSIG has the kernel
+  // kill gnuplot when the thread that forked it (waiting below) dies. Otherwise a run SIGKILLed while gnuplot draws leaves it
+  // running, and it can create <png>.tmp.<pid> after the next start has removed the temporaries.
+  const int fd_in = ::open("/dev/null", O_RDONLY | O_CLOEXEC), fd_out = ::open("/dev/null", O_WRONLY | O_CLOEXEC),
+            fd_err = ::open(errors.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   std::vector<char*> argv{const_cast<char*>(gnuplot.c_str()), const_cast<char*>(script.c_str()), nullptr};
-  pid_t pid = -1;
-  const int spawned = posix_spawn(&pid, gnuplot.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (spawned != 0) {
+  const pid_t parent = ::getpid();
+  const pid_t pid = fd_in < 0 || fd_out < 0 || fd_err < 0 ? -1 : ::fork();
+  if (pid == 0) {  // the child: async-signal-safe calls only
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(127);  // parent already gone
+    if (::dup2(fd_in, 0) < 0 || ::dup2(fd_out, 1) < 0 || ::dup2(fd_err, 2) < 0) ::_exit(127);
+    ::execve(gnuplot.c_str(), argv.data(), environ);
+    ::_exit(127);
+  }
+  const int start_errno = errno;
+  for (int fd : {fd_in, fd_out, fd_err})
+    if (fd >= 0) ::close(fd);
+  if (pid < 0) {
     cleanup();
-    return "no curves: cannot run " + gnuplot + " (" + std::strerror(spawned) + ")";
+    return "no curves: cannot run " + gnuplot + " (" + std::strerror(start_errno) + ")";
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

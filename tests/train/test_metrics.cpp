@@ -1,7 +1,10 @@
 // metrics.jsonl / metrics.csv (exact text of both, resume from a step, torn last line, errors
 // naming the file) and curves.png (gnuplot found on PATH or not, the PNG's signature and size,
 // the reasons returned instead of throwing).
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdint>
 #include <cstdlib>
@@ -204,6 +207,44 @@ TEST_CASE("MetricsLog errors name the folder or file that cannot be written") {
 }
 
 // ---- curves ------------------------------------------------------------------------
+
+// Alive and not a zombie: /proc/<pid>/stat exists and its state (after "(comm) ") is not Z.
+bool running(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(f, stat)) return false;
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+TEST_CASE("render_curves: gnuplot dies with the process that started it (a SIGKILLed run leaves none)") {
+  // A fake gnuplot that records its pid and then draws "forever".
+  TempDir t;
+  const std::string bin = t.dir("bin"), pid_file = t.file("gnuplot.pid");
+  write_text(bin + "/gnuplot", "#!/bin/sh\necho $$ > '" + pid_file + ".tmp'\nmv '" + pid_file + ".tmp' '" +
+                                   pid_file + "'\nexec sleep 60\n");
+  fs::permissions(bin + "/gnuplot", fs::perms::owner_all);
+  write_text(t.file("m.csv"), "epoch,train_loss\n0,1.5\n");
+  const pid_t run = ::fork();
+  REQUIRE(run >= 0);
+  if (run == 0) {  // the "training run": blocks in render_curves until killed
+    ScopedPath path(bin + ":/usr/bin:/bin");  // the fake first; sh, mv and sleep from the system
+    render_curves(t.file("m.csv"), t.file("curves.png"));
+    ::_exit(0);
+  }
+  for (int i = 0; i < 1000 && !fs::exists(pid_file); ++i) ::usleep(10000);
+  REQUIRE(fs::exists(pid_file));
+  pid_t gnuplot = 0;
+  std::ifstream(pid_file) >> gnuplot;
+  REQUIRE(gnuplot > 0);
+  CHECK(running(gnuplot));
+  ::kill(run, SIGKILL);
+  ::waitpid(run, nullptr, 0);
+  bool gone = false;
+  for (int i = 0; i < 500 && !(gone = !running(gnuplot)); ++i) ::usleep(10000);
+  CHECK_MESSAGE(gone, "gnuplot (pid ", gnuplot, ") still runs 5 s after its parent was killed");
+  if (!gone) ::kill(gnuplot, SIGKILL);
+}
 
 TEST_CASE("render_curves without gnuplot on PATH returns the reason, writes nothing") {
   TempDir t;
