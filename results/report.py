@@ -153,6 +153,8 @@ def write(root, rows, load, path="", heatmaps=()):
     out.append("|---|---|---|---|---|")
     out.append("| DeiT SimA | %s | %s | %s | 79.8 → 79.6 (−0.2) |" % (
         t.cell("deit_sima"), t.cell("deit_sima_relu_mlp"), t.delta("deit_sima_relu_mlp", "deit_sima")))
+    out.append("| DeiT softmax (control) | %s | %s | %s | not reported |" % (
+        t.cell("deit_softmax"), t.cell("deit_softmax_relu_mlp"), t.delta("deit_softmax_relu_mlp", "deit_softmax")))
     out.append("")
 
     out.append("## Claim 4: how Q and K are normalised\n")

@@ -46,6 +46,7 @@ ROWS = [
     ("deit_softmax_1head", [2], "train", 3),
     ("deit_sima_1head", [2], "train", 3),
     ("deit_sima_relu_mlp", [3], "train", 3),
+    ("deit_softmax_relu_mlp", [3], "train", 3),  # control: is claim 3's ReLU effect about SimA at all?
     ("deit_sima_l2", [4], "train", 1),
     ("deit_sima_nonorm", [4], "train", 1),
     ("deit_relu_attn", [5], "train", 1),
