@@ -125,6 +125,16 @@ def write(root, rows, load, path="", heatmaps=()):
     out.append("%d runs recorded: %.1f hours of wall time and %.1f CPU-hours in all (training runs went one or two at a"
                " time, one thread each, and each record keeps the load average when it started; the speed rows"
                " alone at two threads).\n" % (n, total / 3600, cpu / 3600))
+    # The night's length: `run --jobs 2` keeps two single-threaded runs going on the two cores, then times
+    # the speed rows alone. An estimate from the recorded times, not a measured whole run.
+    single = sum(r["wall_s"] + r.get("eval", {}).get("wall_s", 0)
+                 for row in t.rows if t.rows[row][2] != "bench" for r in t.records[row])
+    bench = sum(r["wall_s"] for row in t.rows if t.rows[row][2] == "bench" for r in t.records[row])
+    out.append("After `./setup.sh`, the whole table from scratch (`python3 results/reproduce.py run --jobs 2`, then"
+               " `heatmaps` and `report`) takes about %.1f hours on this 2-core machine: the %.1f hours of"
+               " single-threaded training and DINO evaluation two at a time, then %d min of speed rows alone"
+               " (an estimate from the recorded times; the runs above were made over several sittings).\n"
+               % ((single / 2 + bench) / 3600, single / 3600, round(bench / 60)))
 
     out.append("## Claim 1: SimA matches the attention it replaces\n")
     out.append("Top-1 (%) on the Fashion-MNIST test set after the last epoch, mean ± sample std over seeds."
