@@ -131,9 +131,10 @@ def write(root, rows, load, path="", heatmaps=()):
                  for row in t.rows if t.rows[row][2] != "bench" for r in t.records[row])
     bench = sum(r["wall_s"] for row in t.rows if t.rows[row][2] == "bench" for r in t.records[row])
     out.append("After `./setup.sh`, the whole table from scratch (`python3 results/reproduce.py run --jobs 2`, then"
-               " `heatmaps` and `report`) takes about %.1f hours on this 2-core machine: the %.1f hours of"
+               " `heatmaps` and `report`) takes about %.1f hours on a 2-core machine: the %.1f hours of"
                " single-threaded training and DINO evaluation two at a time, then %d min of speed rows alone"
-               " (an estimate from the recorded times; the runs above were made over several sittings).\n"
+               " (an estimate from the recorded times; the runs were made over several sittings, on 2-core hosts"
+               " whose speed differed between sittings, as the discussion says).\n"
                % ((single / 2 + bench) / 3600, single / 3600, round(bench / 60)))
 
     out.append("## Claim 1: SimA matches the attention it replaces\n")
