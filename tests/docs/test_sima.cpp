@@ -4,6 +4,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/matmul.h"
 #include "core/ops/reduce.h"
+#include "core/ops/shape_ops.h"
 #include "nn/attention/sima.h"
 #include "testing.h"
 
@@ -84,7 +85,7 @@ TEST_CASE("sima.md: GEMM FLOPs per head, forward 4N²d | 4Nd², backward 10N²d 
   }
 }
 
-TEST_CASE("sima.md exercise 1: at N = 60 < d = 64 auto picks qk_first, yet kv_first trains with fewer FLOPs") {
+TEST_CASE("sima.md exercise 1: at N = 60 < d = 64 (qk_first by the N < d rule) kv_first trains with fewer FLOPs") {
   const int64_t N = 60, d = 64;  // N < d: the official rule (resolve_sima_order's) picks qk_first
   auto [fq, bq] = sima_flops(N, d, SimaOrder::QkFirst);
   auto [fk, bk] = sima_flops(N, d, SimaOrder::KvFirst);
@@ -97,4 +98,27 @@ TEST_CASE("sima.md exercise 1: at N = 60 < d = 64 auto picks qk_first, yet kv_fi
     auto [c, e] = sima_flops(n, d, SimaOrder::KvFirst);
     CHECK(((a + b) < (c + e)) == (7 * n < 6 * d));
   }
+}
+
+TEST_CASE("sima.md: h heads = one head over all C channels with the channel sum cut into h blocks") {
+  const int64_t N = 5, h = 2, d = 3, C = h * d;
+  Tensor q = randn_leaf({1, N, C}, 31, false), k = randn_leaf({1, N, C}, 32, false);
+  Tensor v = randn_leaf({1, N, C}, 33, false);
+  // (1, N, C) -> (1, heads, N, C / heads)
+  auto split = [&](const Tensor& x, int64_t heads) {
+    return permute(reshape(x, {1, N, heads, C / heads}), {0, 2, 1, 3});
+  };
+  Tensor multi = sima_attention(split(q, h), split(k, h), split(v, h));  // (1, h, N, d)
+  Tensor qs, ks;  // one head: q̂, k̂ (1, 1, N, C), the same per-channel normalisation
+  sima_attention(split(q, 1), split(k, 1), split(v, 1), SimaNorm::L1, SimaOrder::Auto, 1e-12f, &qs, &ks);
+  const float *pq = qs.data(), *pk = ks.data(), *pv = v.data(), *pm = multi.data();
+  for (int64_t g = 0; g < h; ++g)
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t c2 = 0; c2 < d; ++c2) {  // output channel g·d + c2: only block g's products
+        double o = 0;
+        for (int64_t j = 0; j < N; ++j)
+          for (int64_t c = g * d; c < (g + 1) * d; ++c)
+            o += double(pq[i * C + c]) * pk[j * C + c] * pv[j * C + g * d + c2];
+        CHECK(pm[(g * N + i) * d + c2] == doctest::Approx(o).epsilon(1e-4));
+      }
 }
