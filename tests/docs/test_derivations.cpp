@@ -68,6 +68,9 @@ TEST_CASE("derivations §4 cross-entropy: z = 0, C = 3, target 0, smoothing 0.3:
   loss.backward();
   // q = 0.7 · (1, 0, 0) + 0.1 = (0.8, 0.1, 0.1), p = 1/3 each
   check_close(z.grad(), {1.f / 3 - 0.8f, 1.f / 3 - 0.1f, 1.f / 3 - 0.1f});
+  Tensor z0 = leaf({0, 0, 0}, {1, 3});  // without smoothing the target's gradient is -2/3
+  cross_entropy(z0, std::vector<int64_t>{0}).backward();
+  check_close(z0.grad(), {-2.f / 3, 1.f / 3, 1.f / 3});
 }
 
 TEST_CASE("derivations §5 GELU: gelu'(1) = Φ(1) + φ(1), gelu'(-1) = Φ(-1) - φ(1)") {
@@ -78,6 +81,11 @@ TEST_CASE("derivations §5 GELU: gelu'(1) = Φ(1) + φ(1), gelu'(-1) = Φ(-1) - 
   check_close(x.grad(), {kCdf1 + kPhi1, 1.f - kCdf1 - kPhi1});
   CHECK(x.grad().data()[0] == doctest::Approx(1.0833155).epsilon(1e-5));
   CHECK(x.grad().data()[1] == doctest::Approx(-0.0833155).epsilon(1e-4));
+  // not monotone: the slope changes sign near x = -0.75
+  Tensor xs = leaf({-0.76f, -0.74f}, {2});
+  gelu(xs).backward(from_vector({1, 1}, {2}));
+  CHECK(xs.grad().data()[0] < 0.f);
+  CHECK(xs.grad().data()[1] > 0.f);
 }
 
 TEST_CASE("derivations §8 class attention, softmax form: T = 2, d = 1") {
