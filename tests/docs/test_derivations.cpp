@@ -6,11 +6,13 @@
 #include "core/ops/activation.h"
 #include "core/ops/conv.h"
 #include "core/ops/fused_mlp.h"
+#include "core/ops/matmul.h"
 #include "core/ops/norm.h"
 #include "core/ops/softmax.h"
 #include "nn/attention/class_attention.h"
 #include "nn/attention/linear_attention.h"
 #include "nn/attention/relu_attention.h"
+#include "nn/attention/sima.h"
 #include "nn/attention/softmax_attention.h"
 #include "nn/attention/xca.h"
 #include "testing.h"
@@ -86,6 +88,25 @@ TEST_CASE("derivations §5 GELU: gelu'(1) = Φ(1) + φ(1), gelu'(-1) = Φ(-1) - 
   gelu(xs).backward(from_vector({1, 1}, {2}));
   CHECK(xs.grad().data()[0] < 0.f);
   CHECK(xs.grad().data()[1] > 0.f);
+}
+
+TEST_CASE("derivations §7 SimA: N = 2, d = 1, both orders: out = (1/4, 3/4), rows of A sum to 0") {
+  for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst}) {
+    Tensor q = leaf({1, 3}, {1, 1, 2, 1}), k = leaf({2, -2}, {1, 1, 2, 1}), v = leaf({4, 2}, {1, 1, 2, 1});
+    Tensor qh, kh;
+    Tensor out = sima_attention(q, k, v, SimaNorm::L1, order, 1e-12f, &qh, &kh);
+    check_close(qh, {0.25f, 0.75f});
+    check_close(kh, {0.5f, -0.5f});
+    check_close(out, {0.25f, 0.75f});
+    out.backward(from_vector({1, 0}, {1, 1, 2, 1}));  // L = out_0
+    check_close(q.grad(), {3.f / 16, -1.f / 16});
+    check_close(k.grad(), {3.f / 16, 3.f / 16});
+    check_close(v.grad(), {1.f / 8, -1.f / 8});
+  }
+  Tensor qh, kh;  // A = q̂ k̂ᵀ
+  sima_attention(from_vector({1, 3}, {1, 1, 2, 1}), from_vector({2, -2}, {1, 1, 2, 1}),
+                 from_vector({4, 2}, {1, 1, 2, 1}), SimaNorm::L1, SimaOrder::Auto, 1e-12f, &qh, &kh);
+  check_close(matmul(qh, kh, false, true), {0.125f, -0.125f, 0.375f, -0.375f});
 }
 
 TEST_CASE("derivations §8 class attention, softmax form: T = 2, d = 1") {
