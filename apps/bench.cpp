@@ -6,7 +6,8 @@
 //
 // --preset runs the SimA paper's shapes (attention_preset in train/benchmark.h): Table 3, and the
 // Figure 1 sweeps over resolution (tokens) and width, SimA in each pinned order and auto.
-// Compare with PyTorch in the same session: /usr/bin/python3 ../shared/bench/pytorch_peer.py.
+// Compare with PyTorch in the same session: /usr/bin/python3 tests/bench/deit_peer.py
+// (tests/bench/compare_pytorch.py runs both, alternating).
 #include <cstdio>
 #include <iostream>
 #include <sstream>

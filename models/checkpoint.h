@@ -1,6 +1,6 @@
 // model.safetensors: a model's parameters and buffers under timm names, with the model
 // config and the input normalisation as JSON strings in __metadata__, so the model is
-// rebuilt from the file alone (../shared/DESIGN.md, "Files on disk").
+// rebuilt from the file alone (docs/design.md §3, "Files on disk").
 //
 //   __metadata__ = {"format": "sima.cpp/1",
 //                   "config": "{...config_to_json(cfg)...}",

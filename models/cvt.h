@@ -1,5 +1,5 @@
 // CvT: Convolutional vision Transformer (Wu et al. 2021; the official microsoft/CvT
-// lib/models/cls_cvt.py; REFERENCE.md §2), with any attention variant.
+// lib/models/cls_cvt.py; docs/models.md §4), with any attention variant.
 //
 //   images (B, 3, 224, 224)
 //   stage0  ConvEmbed 7/4/2 ->  56x56 x  64, 1 block,  1 head

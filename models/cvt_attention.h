@@ -1,5 +1,5 @@
 // CvT's convolutional attention (microsoft/CvT lib/models/cls_cvt.py, class Attention;
-// REFERENCE.md §2 CvT), with any attention variant as its core.
+// docs/models.md §4), with any attention variant as its core.
 //
 //   x (B, T + HW, C), T = 1 with the cls token (the last stage), else 0
 //     split off cls (B, 1, C); tokens (B, HW, C) -> grid (B, C, H, W)
@@ -15,7 +15,7 @@
 //
 //   variant     k, v stride  core
 //   softmax     s_kv         CvtSoftmaxCore: softmax(q kᵀ · C^-½) v. The official scale
-//                            uses the full width C, not d (a quirk kept; REFERENCE §2).
+//                            uses the full width C, not d (a quirk kept; docs/models.md §4).
 //   sima        s_kv         SimaAttention: q and k ℓ1-normalised over their own tokens.
 //   xca         1            q̂ᵀ k̂ sums over the tokens: k must be on q's tokens.
 //   relu        1            the fused cores take k, v of q's shape (the math would allow

@@ -1,6 +1,6 @@
 // XCiT's Fourier positional encoding (timm PositionalEncodingFourier), for any token grid.
 //
-// For grid row i < H and column j < W (REFERENCE.md §2):
+// For grid row i < H and column j < W (docs/models.md §3):
 //   y = (i+1) / (H + 1e-6) · 2π,   x = (j+1) / (W + 1e-6) · 2π
 //   t_c = temperature^(2⌊c/2⌋ / hidden_dim),  c < hidden_dim
 //   pos_y[c] = sin(y / t_c) for even c, cos(y / t_c) for odd c   (pos_x likewise)

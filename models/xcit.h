@@ -1,4 +1,4 @@
-// XCiT: Cross-Covariance Image Transformer (El-Nouby et al. 2021; timm xcit.py; REFERENCE.md §2),
+// XCiT: Cross-Covariance Image Transformer (El-Nouby et al. 2021; timm xcit.py; docs/models.md §3),
 // with the self-attention of its blocks taken from ModelConfig.attention, so that the same trunk
 // runs XCA (the original), SimA (the SimA paper's XCiT twins) or any other variant.
 //

@@ -1,4 +1,4 @@
-// XCiT's blocks (timm xcit.py; REFERENCE.md §2), names as timm's state dict.
+// XCiT's blocks (timm xcit.py; docs/models.md §3), names as timm's state dict.
 //
 //   LPI                  local patch interaction: depthwise conv3x3 -> act -> BatchNorm -> depthwise conv3x3
 //   XCABlock             x += γ1·attn(norm1 x);  x += γ3·LPI(norm3 x);  x += γ2·mlp(norm2 x)

@@ -5,7 +5,9 @@ import math
 import os
 import statistics
 
-# The paper's figures (../shared/REFERENCE.md section 5; ImageNet top-1 unless said).
+# The paper's figures, ImageNet top-1 unless said (SimA paper, Koohpayegani & Pirsiavash,
+# arXiv:2206.08898): Table 1 for each model and its SimA twin, and for the single-head and
+# ReLU-MLP DeiT-S rows; Table 5 for DINO (linear / 20-NN). docs/models.md names the models' sources.
 PAPER = {
     "deit": ("DeiT-S", "softmax", 79.8, 79.8),
     "xcit": ("XCiT-S12/16", "XCA", 82.0, 82.1),
@@ -241,6 +243,9 @@ def write(root, rows, load, path="", heatmaps=()):
         with open(disc) as f:
             out.append(f.read().rstrip() + "\n")
     commands(t, out)
+    out.append("\n## What to read next\n")
+    out.append("The discussion above interprets every table; how the runs were made is in"
+               " [training.md](training.md), and [README.md](README.md) gives the reading order of all the pages.\n")
     path = path or os.path.join(root, "docs", "RESULTS.md")
     tmp = path + ".tmp.%d" % os.getpid()
     with open(tmp, "w") as f:

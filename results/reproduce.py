@@ -202,7 +202,10 @@ def run_one(row, seed, threads):
                        "exit_code": ecode}
         if ecode == 0:
             with open(out + ".eval.json") as f:
-                rec["eval"]["result"] = json.loads(f.read().strip().splitlines()[-1])
+                res = json.loads(f.read().strip().splitlines()[-1])
+            if os.path.isabs(res.get("checkpoint", "")):  # records name files inside the repository only
+                res["checkpoint"] = os.path.relpath(res["checkpoint"], ROOT)
+            rec["eval"]["result"] = res
         else:
             rec["eval"]["error"] = elast
     return rec

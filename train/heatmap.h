@@ -1,5 +1,5 @@
 // Saliency heatmaps from the queries and keys of one attention layer (the SimA paper,
-// Section 4.7 and Fig. 3/A2; ../shared/REFERENCE.md §4): what `sima-heatmap` draws.
+// Section 4.7 and Fig. 3/A2; docs/training.md §6): what `sima-heatmap` draws.
 //
 //   image file --eval_transform--> input (1, C, S, S) --model.forward--> the layer's core calls
 //   Attention::qk_hook(q̂, k̂)       (B, h, N, d): ℓ1-normalised for SimA, ℓ2 for XCA, the plain q, k

@@ -1,5 +1,5 @@
 // Normalisation ops: layer_norm, batch_norm2d, normalize. Each is one fused node; the
-// backward is written under its forward with the derivation (REFERENCE.md §1.2).
+// backward is written under its forward with the derivation (docs/derivations.md §1, §2, §6).
 //
 // layer_norm and batch_norm share one gradient. With x̂ = (x − μ)·σ⁻¹ over a group of N
 // values (a row for layer_norm, a channel for batch_norm), y = x̂·w + b and ĝ = g·w:

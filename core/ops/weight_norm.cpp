@@ -1,4 +1,4 @@
-// weight_norm forward and backward (the formulas are REFERENCE.md §1.2's).
+// weight_norm forward and backward (derived in docs/derivations.md §11).
 #include "core/ops/weight_norm.h"
 
 #include <cmath>

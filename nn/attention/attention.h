@@ -3,7 +3,7 @@
 // Every variant starts from qkv = Linear(C, 3C)(x) split into q, k, v of shape
 // (B, h, N, d) with d = C/h, runs its core (one fused op with a hand-derived
 // backward, in the variant's own file), and ends with proj = Linear(C, C) on the
-// heads concatenated back to (B, N, C) (../shared/REFERENCE.md §1):
+// heads concatenated back to (B, N, C) (docs/attention.md §1):
 //
 //   x (B, N, C) --qkv--> q, k, v (B, h, N, d) --core--> o (B, h, N, d) --merge, proj--> (B, N, C)
 //

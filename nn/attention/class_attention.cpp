@@ -17,7 +17,7 @@
 //   softmax: dz_t = a_t (da_t − Σ_u a_u da_u)        (softmax Jacobian a(δ − a))
 //            dq(0,c) = s Σ_t dz_t k(t,c),  dk(t,c) = s dz_t q(0,c),  dq(t>0, c) = 0
 //   sima:    dq̂(0,c) = Σ_t da_t k̂(t,c),  dk̂(t,c) = da_t q̂(0,c)
-//     then the ℓ1-normalisation backward per column (REFERENCE.md §1.2): for y = x / max(n, eps),
+//     then the ℓ1-normalisation backward per column (docs/derivations.md §6): for y = x / max(n, eps),
 //     s = Σ_t g_t y_t,  dx_t = (g_t − sign(x_t) s) / n  when n ≥ eps,  else g_t / eps.
 //     k column c: s_k = Σ_t dk̂(t,c) k̂(t,c) = q̂(0,c) · dq̂(0,c)
 //       dk(t,c) = (dk̂(t,c) − sign(k(t,c)) s_k) / m_k[c]     (no s_k term when n_k < eps)

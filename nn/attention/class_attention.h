@@ -1,6 +1,6 @@
 // Class attention (CaiT / XCiT): only the class token (token 0) queries; keys and
 // values come from all N+1 tokens. timm's XCiT ClassAttention, plus SimA's softmax-free
-// form (REFERENCE.md §1.1):
+// form (UCDvision/sima sima.py, ClassAttention; docs/attention.md §3):
 //
 //   softmax: attn = softmax(q_cls · kᵀ · d^-½)             (1 × (N+1)) per head
 //   sima:    q̂, k̂ = ℓ1-normalised over the N+1 tokens per (b, head, channel), eps 1e-6
@@ -52,7 +52,7 @@ class ClassAttention : public Module {
   void reset_exp_calls() { exp_calls_ = 0; }
 
   // Optional hook, called by forward with the class token's attention (B, h, T) (for
-  // heatmaps: REFERENCE.md §4, "the class token's attention row").
+  // heatmaps: docs/training.md §6, "the class token's attention row").
   std::function<void(const Tensor& attn_cls)> attn_hook;
 
   const ClassAttentionOptions& options() const { return opt_; }

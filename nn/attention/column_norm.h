@@ -6,7 +6,7 @@
 //
 //   n_c = ‖x[:, c]‖_p,   y[i, c] = x[i, c] / max(n_c, eps)
 //
-// Backward (REFERENCE.md §1.2), with g = dL/dy and s_c = Σ_i g[i, c] · y[i, c]:
+// Backward (docs/derivations.md §6), with g = dL/dy and s_c = Σ_i g[i, c] · y[i, c]:
 //   ℓ1, n_c ≥ eps:  dx[i, c] = (g[i, c] − sign(y[i, c]) · s_c) / n_c
 //   ℓ2, n_c ≥ eps:  dx[i, c] = (g[i, c] − y[i, c] · s_c) / n_c
 //   n_c < eps:      dx[i, c] = g[i, c] / eps        (the clamp blocks the path through n_c)

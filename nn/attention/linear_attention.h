@@ -1,4 +1,4 @@
-// Kernelised linear attention (REFERENCE.md §1 rows `linear_elu` and `cosformer`):
+// Kernelised linear attention (docs/attention.md §3, `linear_elu` and `cosformer`):
 //
 //   out_i = φ(q_i)ᵀ (Σ_j φ(k_j) v_jᵀ) / (φ(q_i)ᵀ Σ_j φ(k_j) + eps)     per (batch, head)
 //
@@ -6,7 +6,7 @@
 // out = (φ(Q) KV) / (φ(Q) z + eps).
 //   linear_elu: φ(x) = elu(x) + 1       (Katharopoulos et al.)
 //   cosformer:  φ(x) = relu(x)          (CosFormer without its cos re-weighting, SimA Table 2)
-// eps = 1e-6, as in the Katharopoulos code (REFERENCE.md gives none): it keeps a
+// eps = 1e-6, as in the Katharopoulos code (idiap/fast-transformers; the paper's formula has none): it keeps a
 // cosformer row whose φ(q_i) is all zero at out_i = 0 instead of 0/0.
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-// ReLU attention (REFERENCE.md §1 row `relu`): softmax replaced by an elementwise
+// ReLU attention (docs/attention.md §3): softmax replaced by an elementwise
 // function h of the scores and a fixed 1/N^α scale,
 //
 //   out = N^-α · h(q kᵀ · d^-½) v          per (batch, head), q, k, v (N, d)
@@ -9,7 +9,7 @@
 // k_norm.{weight,bias} as timm, eps 1e-6 as in timm's ViT whose Block hands its
 // LayerNorm(eps=1e-6) to the attention), and gate (an extra Linear(C, C) named `gate`
 // applied to the block input x; its output multiplies the merged heads elementwise
-// before proj, no sigmoid: REFERENCE.md §1 says "multiplies").
+// before proj, no sigmoid: docs/attention.md §3).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -1,6 +1,6 @@
 // SOFT: softmax-free attention with a Gaussian kernel, linear in N by Nyström
 // (Lu et al., "SOFT: Softmax-free Transformer with Linear Complexity", NeurIPS 2021;
-// ../shared/REFERENCE.md §1.3; official code github.com/fudan-zvg/SOFT).
+// docs/attention.md §3, §6; official code github.com/fudan-zvg/SOFT).
 //
 // q and k share one projection (qkv is Linear(C, 2C) -> q, v). Per (batch, head), with
 // q scaled by d^-¼ as the official code does (so ‖q_i − q_j‖²/2 is ‖·‖²/(2√d) unscaled):

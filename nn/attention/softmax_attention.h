@@ -2,7 +2,7 @@
 //
 // The whole core is one fused autograd node (softmax_attention.cpp): S = q kᵀ, the
 // row softmax (over keys), the attention dropout and the product with v, forward and
-// hand-derived backward side by side. #exp = h·N² per image (REFERENCE.md §1).
+// hand-derived backward side by side. #exp = h·N² per image (docs/attention.md §2).
 #pragma once
 #include <cstdint>
 

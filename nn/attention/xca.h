@@ -1,4 +1,4 @@
-// XCA: XCiT's cross-covariance attention (REFERENCE.md §1, timm's XCA).
+// XCA: XCiT's cross-covariance attention (docs/attention.md §3, timm's XCA).
 //
 // Attention runs across channels instead of tokens. Per (batch, head), with q, k, v (N×d):
 //   q̂ = F.normalize(qᵀ, dim=-1)ᵀ     every channel column ℓ2-normalised over the N tokens

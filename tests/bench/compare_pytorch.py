@@ -5,7 +5,7 @@ on the same model, batch and thread count, one run after the other in one proces
 Cases (--cases, comma list; each with softmax and sima attention):
   deit_tiny       DeiT D=192, depth 12, 3 heads, 32x32 RGB, patch 4, batch 64
                   ours:  --model '{"name":"deit_tiny_patch4_32","drop_path_rate":0,"attention":{"type":A}}'
-                  peer:  ../shared/bench/pytorch_peer.py --attn A (its default model)
+                  peer:  tests/bench/deit_peer.py --attn A (its default model)
   quickstart_cvt  the CvT of configs/quickstart.json (28x28 grey, 10 classes), batch 64
                   ours:  --model <configs/quickstart.json's "model"> with "attention":{"type":A}
                   peer:  tests/bench/cvt_peer.py --attn A (its twin, same layers and parameters)
@@ -124,8 +124,8 @@ def ratio(x, y):
 def main():
     p = argparse.ArgumentParser(description="sima-bench against the PyTorch peers, side by side.")
     p.add_argument("--sima-bench", default=os.path.join(ROOT, "build", "bin", "sima-bench"))
-    p.add_argument("--peer", default=os.path.normpath(os.path.join(ROOT, "..", "shared", "bench", "pytorch_peer.py")),
-                   help="the shared DeiT peer")
+    p.add_argument("--peer", default=os.path.join(ROOT, "tests", "bench", "deit_peer.py"),
+                   help="the DeiT peer")
     p.add_argument("--cvt-peer", default=os.path.join(ROOT, "tests", "bench", "cvt_peer.py"))
     p.add_argument("--python", default="/usr/bin/python3", help="the Python with torch, for the peers")
     p.add_argument("--cases", default=",".join(CASES), help="comma list of: " + ", ".join(CASES))

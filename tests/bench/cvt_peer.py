@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch (CPU) twin of the quickstart CvT, timed like ../shared/bench/pytorch_peer.py.
+"""PyTorch (CPU) twin of the quickstart CvT, timed like tests/bench/deit_peer.py.
 
 The model is configs/quickstart.json's: registry name cvt_13_28_sima (models/registry.cpp:
 small(cvt13_small(28)) = cvt_small_config on 28x28 grey images, 10 classes) with stage_dims
@@ -24,7 +24,7 @@ layer what models/cvt.cpp and models/cvt_attention.cpp build (same parameter nam
 565,642 parameters for either attention (the cores have none), as `sima-bench model` reports.
 Dropout, attention dropout and drop path are all 0 in this config and are left out.
 
-Timing protocol as pytorch_peer.py: 3 warm-up training steps (zero_grad, forward, cross-entropy,
+Timing protocol as deit_peer.py: 3 warm-up training steps (zero_grad, forward, cross-entropy,
 backward, AdamW step), then the mean of --steps steps; then eval mode, no_grad: one warm-up
 forward, the mean of --steps forwards. --latency adds the median of 50 batch-1 eval forwards
 after 5 warm-up ones ("latency_b1_ms"). Prints one JSON line:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch twin of a tiny sima-train run, to tell "the recipe is weak" from "the framework is wrong".
 
-Trains the DeiT of ../shared/bench/pytorch_peer.py (timm-style init: trunc_normal(.02) Linear
+Trains the DeiT of tests/bench/deit_peer.py (timm-style init: trunc_normal(.02) Linear
 weights, pos_embed and cls_token) on a seeded 6000-image Fashion-MNIST subset with sima-train's
 recipe (AdamW lr 2e-3, wd 0.05 without decay on 1-D params / pos_embed / cls_token, linear warmup
 0.1 epoch then cosine to 1e-5 per step, batch 64, random crop with padding 2 (one offset per batch here, per image in sima.cpp),
@@ -23,8 +23,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "bench"))
-from pytorch_peer import DeiT  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deit_peer import DeiT  # noqa: E402
 
 ROOT = "/usr/share/datasets/fashion-mnist/"
 

@@ -280,7 +280,7 @@ TEST_CASE("normalize: matches a double-precision reference along every dim") {
     big.zero_grad();
     Tensor out = normalize(big, float(p), 1);
     check_close(out, y, 1e-6f, 1e-5f);
-    // Backward against REFERENCE.md §1.2 evaluated in double: dx = (g − t·s)/n.
+    // Backward against docs/derivations.md §6 evaluated in double: dx = (g − t·s)/n.
     out.backward(g);
     std::vector<float> expect(big.numel());
     for (int64_t o = 0; o < 3; ++o)

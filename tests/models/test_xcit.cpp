@@ -488,6 +488,28 @@ TEST_CASE("XCiT: attention_layers are the blocks' self-attention, in order; exp 
   for (Attention* a : layers) CHECK(a->exp_calls() == 1 * 2 * 16 * 16);  // B·h·d², d = 16
 }
 
+// docs/models.md §3: in a SimA XCiT no attention layer evaluates exp() (the GELUs still do).
+TEST_CASE("XCiT SimA: neither the trunk's attention nor the class attention evaluates exp()") {
+  for (const std::string variant : {"sima", "xca"}) {
+    CAPTURE(variant);
+    XCiT m(tiny_config(variant));
+    for (Attention* a : m.attention_layers()) a->reset_exp_calls();
+    for (auto& b : m.cls_attn_blocks) b->attn->reset_exp_calls();
+    NoGradGuard ng;
+    m.forward(randn({1, 3, 32, 32}));
+    int64_t trunk = 0, cls = 0;
+    for (Attention* a : m.attention_layers()) trunk += a->exp_calls();
+    for (auto& b : m.cls_attn_blocks) cls += b->attn->exp_calls();
+    if (variant == "sima") {
+      CHECK(trunk == 0);
+      CHECK(cls == 0);
+    } else {  // the control: XCA and softmax class attention do count (B·h·d² per block, B·h·T per CA)
+      CHECK(trunk == 2 * (1 * 2 * 16 * 16));
+      CHECK(cls == 2 * (1 * 2 * (1 + 16)));
+    }
+  }
+}
+
 TEST_CASE("XCiT: bad config values are errors naming the field and the allowed values") {
   auto throws_with = [](ModelConfig c, const char* what) {
     CAPTURE(what);

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "attention_testing.h"
+#include "core/autograd.h"
+#include "core/flops.h"
 #include "nn/attention/sima.h"
 
 using namespace sima;
@@ -318,4 +320,26 @@ TEST_CASE("sima_attention: the parallel path (pairs split across threads) is cor
     for (size_t i = 0; i < a.size(); ++i) CHECK(max_abs_diff(a[i], b[i]) == 0.f);
   }
   set_num_threads(prev);
+}
+
+// docs/attention.md §5: `auto` is the official rule N < d (UCDvision/sima sima.py, SimA.forward),
+// not a FLOP minimiser. With fewer keys than queries (CvT's strided k, v) it can pick the dearer
+// order: the quickstart CvT's stage 1 has N = 49 queries, Nk = 16 keys, d = 32.
+TEST_CASE("sima_attention: auto follows N < d, not the FLOPs: quickstart CvT stage 1 runs the costlier kv_first") {
+  const int64_t N = 49, Nk = 16, d = 32;
+  CHECK(resolve_sima_order(SimaOrder::Auto, N, d) == SimaOrder::KvFirst);
+  CHECK(resolve_sima_order(SimaOrder::Auto, 31, 32) == SimaOrder::QkFirst);
+  Tensor q = randn({1, 1, N, d}), k = randn({1, 1, Nk, d}), v = randn({1, 1, Nk, d});
+  NoGradGuard no_grad;
+  auto flops = [&](SimaOrder order) {
+    const int64_t before = gemm_flops();
+    sima_attention(q, k, v, SimaNorm::L1, order);
+    return gemm_flops() - before;
+  };
+  const int64_t qk = flops(SimaOrder::QkFirst), kv = flops(SimaOrder::KvFirst), au = flops(SimaOrder::Auto);
+  CHECK(qk == 4 * N * Nk * d);        // 100,352: the figure docs/attention.md gives
+  CHECK(kv == 2 * (N + Nk) * d * d);  // 133,120
+  CHECK(qk == 100352);
+  CHECK(kv == 133120);
+  CHECK(au == kv);  // auto runs kv_first although qk_first costs 25 % fewer FLOPs
 }
