@@ -162,7 +162,8 @@ const std::map<std::string, Field>& model_fields() {
 const std::map<std::string, Field>& attention_fields() {
   static const std::map<std::string, Field> f = {
       {"type", attn(&AttentionOptions::variant,
-                    one_of({"softmax", "xca", "sima", "relu", "soft", "linear_elu", "cosformer"}))},
+                    one_of({"softmax", "xca", "sima", "relu", "soft", "linear_elu", "cosformer", "performer",
+                            "nystromformer"}))},
       {"norm", attn(&AttentionOptions::norm, one_of({"l1", "l2", "none"}))},
       {"order", attn(&AttentionOptions::order, one_of({"auto", "qk_first", "kv_first"}))},
       {"eps", attn(&AttentionOptions::eps, positive<float>())},
@@ -174,6 +175,15 @@ const std::map<std::string, Field>& attention_fields() {
       {"sr", attn(&AttentionOptions::sr, positive<int64_t>())},
       {"bottleneck", attn(&AttentionOptions::bottleneck, one_of({"conv", "avgpool"}))},
       {"nr_iters", attn(&AttentionOptions::nr_iters)},
+      {"nb_features", attn(&AttentionOptions::nb_features)},
+      {"redraw_interval", attn(&AttentionOptions::redraw_interval)},
+      {"feature_seed", attn(&AttentionOptions::feature_seed)},
+      {"ortho_scaling", attn(&AttentionOptions::ortho_scaling)},
+      {"feature_eps", attn(&AttentionOptions::feature_eps, positive<float>())},
+      {"num_landmarks", attn(&AttentionOptions::num_landmarks, positive<int64_t>())},
+      {"pinv_iters", attn(&AttentionOptions::pinv_iters)},
+      {"pinv_init", attn(&AttentionOptions::pinv_init, one_of({"original", "exact"}))},
+      {"conv_kernel_size", attn(&AttentionOptions::conv_kernel_size)},
   };
   return f;
 }

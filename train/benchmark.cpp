@@ -35,7 +35,7 @@ double median_ms(const std::function<void()>& f, const TimingOptions& timing) {
 }
 
 std::vector<std::string> attention_variant_names() {
-  return {"softmax", "sima", "xca", "relu", "linear_elu", "cosformer", "soft"};
+  return {"softmax", "sima", "xca", "relu", "linear_elu", "cosformer", "soft", "performer", "nystromformer"};
 }
 
 std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg) {

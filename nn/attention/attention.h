@@ -21,7 +21,8 @@
 namespace sima {
 
 struct AttentionOptions {
-  std::string variant = "softmax";  // softmax | xca | sima | relu | soft | linear_elu | cosformer
+  // softmax | xca | sima | relu | soft | linear_elu | cosformer | performer | nystromformer
+  std::string variant = "softmax";
   int64_t dim = 0;                  // C
   int64_t num_heads = 8;            // h (d = C / h)
   bool qkv_bias = true;
@@ -40,6 +41,17 @@ struct AttentionOptions {
   int64_t sr = 2;                   // bottleneck kernel = stride on the (H, W) token grid
   std::string bottleneck = "conv";  // conv | avgpool
   int64_t nr_iters = 20;            // Newton–Raphson iterations for the pseudo-inverse
+  // performer (defaults of lucidrains/performer-pytorch, docs/derivations/performer.md)
+  int64_t nb_features = 0;         // m random features; 0: int(d·ln d)
+  int64_t redraw_interval = 1000;  // training forward calls between redraws; 0: never
+  int64_t feature_seed = 0;        // seeds every draw, with the module's seed and the draw's number
+  int64_t ortho_scaling = 0;       // row lengths: 0 those of Gaussian rows, 1 all √d
+  float feature_eps = 1e-4f;       // added to every random feature
+  // nystromformer (defaults of mlpen/Nystromformer, docs/derivations/nystromformer.md)
+  int64_t num_landmarks = 64;        // m segment-mean landmarks (m = N: exact softmax)
+  int64_t pinv_iters = 6;            // iterations of the Moore–Penrose pseudo-inverse
+  std::string pinv_init = "original";  // original: one scale for the batch | exact: per matrix
+  int64_t conv_kernel_size = 0;      // depthwise conv of v over tokens (odd); 0: none
   // false: no qkv / proj Linear layers; only core() is usable. For models that make q, k, v
   // their own way (CvT's convolutional projections) and reuse a variant's core.
   bool projections = true;

@@ -3,6 +3,8 @@
 #include "core/error.h"
 #include "nn/attention/attention.h"
 #include "nn/attention/linear_attention.h"
+#include "nn/attention/nystromformer.h"
+#include "nn/attention/performer.h"
 #include "nn/attention/relu_attention.h"
 #include "nn/attention/sima.h"
 #include "nn/attention/soft.h"
@@ -20,7 +22,10 @@ std::shared_ptr<Attention> make_attention(const AttentionOptions& opt) {
   if (v == "soft") return std::make_shared<SoftAttention>(opt);
   if (v == "linear_elu") return std::make_shared<LinearEluAttention>(opt);
   if (v == "cosformer") return std::make_shared<CosformerAttention>(opt);
-  fail("attention variant '", v, "' is unknown (allowed: softmax, xca, sima, relu, soft, linear_elu, cosformer)");
+  if (v == "performer") return std::make_shared<PerformerAttention>(opt);
+  if (v == "nystromformer") return std::make_shared<NystromAttention>(opt);
+  fail("attention variant '", v,
+       "' is unknown (allowed: softmax, xca, sima, relu, soft, linear_elu, cosformer, performer, nystromformer)");
 }
 
 }  // namespace sima

@@ -499,8 +499,8 @@ TEST_CASE("bad configs are errors naming the field") {
   c.attention.sr = 4;
   fails_with(c, "smaller than the SOFT bottleneck attention.sr = 4");
   c = base;
-  c.attention.variant = "performer";
-  fails_with(c, "attention variant 'performer' is unknown");
+  c.attention.variant = "reformer";
+  fails_with(c, "attention variant 'reformer' is unknown");
   c = base;
   c.act = "swish";
   fails_with(c, "activation 'swish' is unknown");

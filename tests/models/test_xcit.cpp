@@ -18,7 +18,8 @@ using namespace sima::testing;
 
 namespace {
 
-const char* const kVariants[] = {"softmax", "xca", "sima", "relu", "soft", "linear_elu", "cosformer"};
+const char* const kVariants[] = {"softmax",   "xca",       "sima",      "relu",         "soft",
+                                 "linear_elu", "cosformer", "performer", "nystromformer"};
 
 // A small XCiT: 32×32 RGB, patch 8 (a 4×4 grid), width 32, 2 heads, depth 2, 10 classes.
 ModelConfig tiny_config(const std::string& variant = "xca") {
@@ -34,6 +35,7 @@ ModelConfig tiny_config(const std::string& variant = "xca") {
   c.eta = 1.f;
   c.tokens_norm = true;
   c.attention.variant = variant;
+  c.attention.num_landmarks = 4;  // nystromformer: <= the 16 tokens
   return c;
 }
 
@@ -535,8 +537,8 @@ TEST_CASE("XCiT: bad config values are errors naming the field and the allowed v
   c = tiny_config();
   c.act = "tanh";
   throws_with(c, "allowed: gelu, relu, quick_gelu");
-  c = tiny_config("performer");
-  throws_with(c, "allowed: softmax, xca, sima, relu, soft, linear_elu, cosformer");
+  c = tiny_config("reformer");
+  throws_with(c, "allowed: softmax, xca, sima, relu, soft, linear_elu, cosformer, performer, nystromformer");
   c = tiny_config();
   c.drop_path_rate = 1.f;
   throws_with(c, "drop_path_rate");

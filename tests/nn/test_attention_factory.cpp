@@ -13,8 +13,9 @@
 using namespace sima;
 using namespace sima::testing;
 
-static const std::vector<std::string> kVariants = {"softmax", "xca",        "sima",     "relu",
-                                                   "soft",    "linear_elu", "cosformer"};
+static const std::vector<std::string> kVariants = {"softmax",   "xca",       "sima",         "relu",
+                                                   "soft",      "linear_elu", "cosformer",   "performer",
+                                                   "nystromformer"};
 
 TEST_CASE("every variant builds by name and runs forward and backward, h = 1 and h = 4") {
   for (const std::string& v : kVariants)
@@ -25,6 +26,7 @@ TEST_CASE("every variant builds by name and runs forward and backward, h = 1 and
       opt.variant = v;
       opt.dim = 16;
       opt.num_heads = heads;
+      opt.num_landmarks = 4;  // nystromformer: <= N = 16 (the default 64 is for N >= 64)
       auto attn = make_attention(opt);
       CHECK(attn->head_dim() == 16 / heads);
       Tensor x = randn_leaf({2, 16, 16}, 1);  // N = 16 tokens on a 4x4 grid
@@ -47,6 +49,7 @@ TEST_CASE("exp counts per image match the paper's #exp column") {
     opt.variant = v;
     opt.dim = C;
     opt.num_heads = h;
+    opt.num_landmarks = 4;
     auto attn = make_attention(opt);
     NoGradGuard ng;
     attn->forward(randn({B, N, C}), 4, 4);
@@ -60,16 +63,20 @@ TEST_CASE("exp counts per image match the paper's #exp column") {
   CHECK(count("linear_elu") == 2 * h * N * d);  // elu on q and on k
   const int64_t m = (4 / 2) * (4 / 2);         // bottleneck tokens for sr = 2
   CHECK(count("soft") == h * (m * m + m * N));
+  const int64_t nf = 16;  // performer features: int(d·ln d) = int(8·ln 8) = int(16.6)
+  CHECK(count("performer") == h * 2 * N * nf);
+  const int64_t nl = 4;   // nystromformer landmarks
+  CHECK(count("nystromformer") == h * (2 * N * nl + nl * nl));
 }
 
 TEST_CASE("bad variant names and options are clear errors") {
   AttentionOptions opt;
   opt.dim = 16;
   opt.num_heads = 4;
-  opt.variant = "performer";
+  opt.variant = "reformer";
   CHECK_THROWS_WITH_AS(make_attention(opt),
-                       "attention variant 'performer' is unknown (allowed: softmax, xca, sima, relu, soft, "
-                       "linear_elu, cosformer)",
+                       "attention variant 'reformer' is unknown (allowed: softmax, xca, sima, relu, soft, "
+                       "linear_elu, cosformer, performer, nystromformer)",
                        Error);
   opt.variant = "sima";
   opt.norm = "l3";
@@ -159,6 +166,7 @@ TEST_CASE("projections = false: no qkv/proj parameters, core usable, forward a c
     opt.dim = 16;
     opt.num_heads = 2;
     opt.projections = false;
+    opt.num_landmarks = 4;
     auto attn = make_attention(opt);
     CHECK_FALSE(attn->qkv);
     for (auto& [n, t] : attn->named_parameters()) {
