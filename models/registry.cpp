@@ -162,7 +162,8 @@ const std::map<std::string, Field>& model_fields() {
 const std::map<std::string, Field>& attention_fields() {
   static const std::map<std::string, Field> f = {
       {"type", attn(&AttentionOptions::variant,
-                    one_of({"softmax", "xca", "sima", "relu", "soft", "linear_elu", "cosformer"}))},
+                    one_of({"softmax", "xca", "sima", "relu", "soft", "linear_elu", "cosformer",
+                            "efficient", "linformer"}))},
       {"norm", attn(&AttentionOptions::norm, one_of({"l1", "l2", "none"}))},
       {"order", attn(&AttentionOptions::order, one_of({"auto", "qk_first", "kv_first"}))},
       {"eps", attn(&AttentionOptions::eps, positive<float>())},
@@ -174,6 +175,11 @@ const std::map<std::string, Field>& attention_fields() {
       {"sr", attn(&AttentionOptions::sr, positive<int64_t>())},
       {"bottleneck", attn(&AttentionOptions::bottleneck, one_of({"conv", "avgpool"}))},
       {"nr_iters", attn(&AttentionOptions::nr_iters)},
+      // linformer. The models overwrite num_tokens with their own N (image and patch size);
+      // it is read for a bare attention module (the parity harness, benches).
+      {"num_tokens", attn(&AttentionOptions::num_tokens)},
+      {"proj_len", attn(&AttentionOptions::proj_len)},
+      {"sharing", attn(&AttentionOptions::sharing, one_of({"headwise", "kv", "none"}))},
   };
   return f;
 }

@@ -22,6 +22,7 @@ namespace sima {
 
 struct AttentionOptions {
   std::string variant = "softmax";  // softmax | xca | sima | relu | soft | linear_elu | cosformer
+                                    // | efficient | linformer
   int64_t dim = 0;                  // C
   int64_t num_heads = 8;            // h (d = C / h)
   bool qkv_bias = true;
@@ -40,6 +41,13 @@ struct AttentionOptions {
   int64_t sr = 2;                   // bottleneck kernel = stride on the (H, W) token grid
   std::string bottleneck = "conv";  // conv | avgpool
   int64_t nr_iters = 20;            // Newton–Raphson iterations for the pseudo-inverse
+  // linformer
+  int64_t num_tokens = 0;  // N the module is built for (E, F are (k, N)); the models set it
+                           // from their image and patch size. Forward with another N is an error
+  int64_t proj_len = 0;    // k, the tokens K and V are projected to; 0: num_tokens / 4 (fairseq's
+                           // default --compressed 4), at least 1
+  std::string sharing = "headwise";  // headwise (one E, F for all heads; fairseq's default) |
+                                     // kv (E = F as well) | none (an E_i, F_i per head)
   // false: no qkv / proj Linear layers; only core() is usable. For models that make q, k, v
   // their own way (CvT's convolutional projections) and reuse a variant's core.
   bool projections = true;

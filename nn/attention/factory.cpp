@@ -2,7 +2,9 @@
 // its own options in its constructor.
 #include "core/error.h"
 #include "nn/attention/attention.h"
+#include "nn/attention/efficient.h"
 #include "nn/attention/linear_attention.h"
+#include "nn/attention/linformer.h"
 #include "nn/attention/relu_attention.h"
 #include "nn/attention/sima.h"
 #include "nn/attention/soft.h"
@@ -20,7 +22,10 @@ std::shared_ptr<Attention> make_attention(const AttentionOptions& opt) {
   if (v == "soft") return std::make_shared<SoftAttention>(opt);
   if (v == "linear_elu") return std::make_shared<LinearEluAttention>(opt);
   if (v == "cosformer") return std::make_shared<CosformerAttention>(opt);
-  fail("attention variant '", v, "' is unknown (allowed: softmax, xca, sima, relu, soft, linear_elu, cosformer)");
+  if (v == "efficient") return std::make_shared<EfficientAttention>(opt);
+  if (v == "linformer") return std::make_shared<LinformerAttention>(opt);
+  fail("attention variant '", v,
+       "' is unknown (allowed: softmax, xca, sima, relu, soft, linear_elu, cosformer, efficient, linformer)");
 }
 
 }  // namespace sima
