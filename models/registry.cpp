@@ -180,6 +180,7 @@ const std::map<std::string, Field>& attention_fields() {
       {"num_tokens", attn(&AttentionOptions::num_tokens)},
       {"proj_len", attn(&AttentionOptions::proj_len)},
       {"sharing", attn(&AttentionOptions::sharing, one_of({"headwise", "kv", "none"}))},
+      {"compress", attn(&AttentionOptions::compress, one_of({"kv", "input"}))},
   };
   return f;
 }

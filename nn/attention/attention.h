@@ -48,6 +48,8 @@ struct AttentionOptions {
                            // default --compressed 4), at least 1
   std::string sharing = "headwise";  // headwise (one E, F for all heads; fairseq's default) |
                                      // kv (E = F as well) | none (an E_i, F_i per head)
+  std::string compress = "kv";  // kv: E, F act on k, v after the qkv Linear, E (x W_k + b_k) (the
+                                // paper, lucidrains) | input: on x before it, (E x) W_k + b_k (fairseq)
   // false: no qkv / proj Linear layers; only core() is usable. For models that make q, k, v
   // their own way (CvT's convolutional projections) and reuse a variant's core.
   bool projections = true;

@@ -27,8 +27,11 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops/gemm.h"
+#include "core/ops/matmul.h"
+#include "core/ops/shape_ops.h"
 #include "core/ops/vmath.h"
 #include "core/parallel.h"
+#include "nn/attention/softmax_attention.h"
 #include "nn/init.h"
 
 namespace sima {
@@ -227,6 +230,12 @@ LinformerAttention::LinformerAttention(const AttentionOptions& opt)
         " must be >= 0 (the projected length k; 0 for num_tokens / 4)");
   check(opt.sharing == "headwise" || opt.sharing == "kv" || opt.sharing == "none",
         "LinformerAttention: sharing = '", opt.sharing, "' is not one of: headwise, kv, none");
+  check(opt.compress == "kv" || opt.compress == "input", "LinformerAttention: compress = '", opt.compress,
+        "' is not one of: kv, input");
+  check(opt.compress == "kv" || (opt.projections && opt.sharing != "none"),
+        "LinformerAttention: compress = input compresses x before the module's own qkv Linear: it needs "
+        "projections (got ", opt.projections ? "true" : "false", ") and one map for all heads (sharing = '",
+        opt.sharing, "', need headwise or kv)");
   compress_k = register_module("compress_k", std::make_shared<Module>("LinformerCompress"));
   E = compress_k->register_parameter("weight", compress_weight(opt, proj_len_));
   if (opt.sharing == "kv") {
@@ -237,15 +246,39 @@ LinformerAttention::LinformerAttention(const AttentionOptions& opt)
   }
 }
 
+void LinformerAttention::check_tokens(int64_t N, const Shape& shape) const {
+  check(N == num_tokens_, type_name(), ": built for num_tokens = ", num_tokens_, " (E, F are ", E.shape(),
+        ") but got ", shape, " with N = ", N, " tokens; the token count is fixed by the model (image and patch size)");
+}
+
 Tensor LinformerAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t, int64_t) {
-  check(q.dim() == 4 && q.size(2) == num_tokens_ && k.dim() == 4 && k.size(2) == num_tokens_,
-        type_name(), ": built for num_tokens = ", num_tokens_, " (E, F are ", E.shape(), ") but got q ",
-        q.shape(), " and k ", k.shape(), " with N = ", q.dim() == 4 ? q.size(2) : -1,
-        " tokens; the token count is fixed by the model (image and patch size)");
+  check(q.dim() == 4 && k.dim() == 4, type_name(), ": q ", q.shape(), " and k ", k.shape(), " must be (B, h, N, d)");
+  check_tokens(q.size(2), q.shape());
+  check_tokens(k.size(2), k.shape());
   if (qk_hook) qk_hook(q, k);
   const float scale = 1.f / std::sqrt(static_cast<float>(q.size(3)));
   return linformer_attention(q, k, v, E, F, scale, opt_.attn_drop, is_training(), rng(RngStream::Dropout),
                              &exp_calls_);
+}
+
+// compress = input, fairseq's order: q = x W_q + b_q, K' = (E x) W_k + b_k, V' = (F x) W_v + b_v
+// (qkv.weight (3C, C) stacks W_q, W_k, W_v as fairseq's q_proj, k_proj, v_proj), then
+// softmax(q K'ᵀ d^-½) V' by softmax_attention over the k compressed keys.
+Tensor LinformerAttention::forward(const Tensor& x, int64_t H, int64_t W) {
+  if (opt_.compress == "kv") return Attention::forward(x, H, W);
+  check_projections();
+  check(x.dim() == 3 && x.size(2) == opt_.dim, type_name(), ": input ", x.shape(), " must be (B, N, ", opt_.dim, ")");
+  check_tokens(x.size(1), x.shape());
+  const int64_t B = x.size(0), C = opt_.dim, h = opt_.num_heads, d = head_dim();
+  auto part = [&](const Tensor& t, int64_t i) { return t.defined() ? narrow(t, 0, i * C, C) : Tensor(); };
+  auto heads = [&](const Tensor& t) { return permute(reshape(t, {B, t.size(1), h, d}), {0, 2, 1, 3}); };
+  Tensor q = heads(linear(x, part(qkv->weight, 0), part(qkv->bias, 0)));              // (B, h, N, d)
+  Tensor k = heads(linear(matmul(E, x), part(qkv->weight, 1), part(qkv->bias, 1)));  // (B, h, k, d)
+  Tensor v = heads(linear(matmul(F, x), part(qkv->weight, 2), part(qkv->bias, 2)));  // (B, h, k, d)
+  if (qk_hook) qk_hook(q, k);
+  Tensor o = softmax_attention(q, k, v, 1.f / std::sqrt(static_cast<float>(d)), opt_.attn_drop, is_training(),
+                               rng(RngStream::Dropout), &exp_calls_);
+  return project(merge_heads(o));
 }
 
 }  // namespace sima

@@ -13,10 +13,14 @@
 //   compress_v.weight (k, N): F        absent with sharing = kv (F = E)
 // sharing = none gives every head its own maps: (h, k, N) each (the paper's E_i, F_i).
 // N is fixed when the module is built (AttentionOptions.num_tokens); k is proj_len, 0 for
-// N/4 (fairseq's default compression ratio 4). Deliberate differences from fairseq
-// (docs/derivations/linformer.md): E, F act on k, v after the qkv Linear (its bias goes
-// through E too; fairseq compresses x first and adds k_proj's bias after), and another N is
-// an error (fairseq silently uses the first N columns of E).
+// N/4 (fairseq's default compression ratio 4). Where E and F act (option compress):
+//   kv (default): on k and v after the qkv Linear, K' = E (x W_k + b_k): the paper's E·(K W^K)
+//                 and lucidrains/linformer; the fused core below does the whole attention.
+//   input:        on x before the k and v parts of qkv, K' = (E x) W_k + b_k, as fairseq; then
+//                 softmax_attention on the k compressed keys. The same function without a qkv
+//                 bias; needs the module's own qkv (not core-only) and one E for all heads.
+// A token count other than num_tokens is an error (fairseq silently uses the first N columns
+// of E; docs/derivations/linformer.md).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -39,10 +43,13 @@ Tensor linformer_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
                            Generator& gen = rng(RngStream::Dropout), int64_t* exp_calls = nullptr);
 
 // Options used: dim, num_heads, qkv_bias, attn_drop, proj_drop, num_tokens (> 0, set by the
-// model), proj_len, sharing (headwise | kv | none).
+// model), proj_len, sharing (headwise | kv | none), compress (kv | input).
 class LinformerAttention : public Attention {
  public:
   explicit LinformerAttention(const AttentionOptions& opt);
+  using Attention::forward;
+  // x (B, N, C) -> (B, N, C). compress = kv: Attention::forward (qkv, core, proj).
+  Tensor forward(const Tensor& x, int64_t H, int64_t W) override;
   // q, k, v (B, h, N, d) with N = num_tokens -> (B, h, N, d).
   Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
 
@@ -53,6 +60,7 @@ class LinformerAttention : public Attention {
   Tensor E, F;  // compress_k.weight, compress_v.weight (F is E with sharing = kv)
 
  private:
+  void check_tokens(int64_t N, const Shape& shape) const;  // N must be num_tokens
   int64_t num_tokens_, proj_len_;
 };
 

@@ -208,15 +208,73 @@ TEST_CASE("LinformerAttention: module == composed, gradcheck of x and every para
   }
 }
 
+TEST_CASE("LinformerAttention compress = input (fairseq's order): without a qkv bias the same function as kv") {
+  for (const std::string sharing : {"headwise", "kv"}) {
+    CAPTURE(sharing);
+    AttentionOptions o = lin_options(5, 3, sharing);
+    o.qkv_bias = false;
+    LinformerAttention a(o);
+    o.compress = "input";
+    LinformerAttention b(o);
+    randomize_parameters(a, 71, 0.4f);
+    b.load_state_dict(a.state_dict());
+    Tensor x = randn_leaf({2, 5, 8}, 72);
+    // a's forward and gradients are the oracle of b's (E (x W) = (E x) W)
+    std::vector<Tensor> pa, pb;
+    for (auto& [_, p] : a.named_parameters()) pa.push_back(p);
+    for (auto& [_, p] : b.named_parameters()) pb.push_back(p);
+    Tensor ya = a.forward(x), yb = b.forward(x);
+    check_close(yb, ya, 1e-5f, 1e-4f);
+    Tensor gy = randn(ya.shape());
+    ya.backward(gy);
+    yb.backward(gy);
+    REQUIRE(pa.size() == pb.size());
+    for (size_t i = 0; i < pa.size(); ++i) check_close(pb[i].grad(), pa[i].grad(), 1e-5f, 1e-4f);
+    CHECK(b.exp_calls() == 2 * 2 * 5 * 3);  // B·h·N·k, as kv
+  }
+}
+
+TEST_CASE("LinformerAttention compress = input with the qkv bias: differs from kv by the bias, gradcheck") {
+  AttentionOptions o = lin_options(5, 3);
+  LinformerAttention a(o);
+  o.compress = "input";
+  LinformerAttention b(o);
+  randomize_parameters(a, 81, 0.4f);
+  b.load_state_dict(a.state_dict());
+  Tensor x = randn_leaf({2, 5, 8}, 82);
+  {
+    NoGradGuard ng;
+    CHECK(max_abs_diff(a.forward(x), b.forward(x)) > 1e-2f);  // E (xW + 1bᵀ) ≠ (E x) W + 1bᵀ
+  }
+  gradcheck_module(b, x);
+  o.sharing = "kv";
+  LinformerAttention kv(o);
+  randomize_parameters(kv, 83, 0.4f);
+  gradcheck_module(kv, x);
+}
+
 TEST_CASE("linformer: errors name the culprit") {
   CHECK(error_message([] { LinformerAttention a(lin_options(0)); }).find("num_tokens = 0") != std::string::npos);
   CHECK(error_message([] { LinformerAttention a(lin_options(5, -1)); }).find("proj_len = -1") != std::string::npos);
   CHECK(error_message([] { LinformerAttention a(lin_options(5, 2, "layer")); }).find("sharing = 'layer'") !=
         std::string::npos);
-  LinformerAttention m(lin_options(5));
-  const std::string e = error_message([&] { m.forward(randn({1, 4, 8})); });
-  CHECK(e.find("num_tokens = 5") != std::string::npos);
-  CHECK(e.find("N = 4") != std::string::npos);
+  AttentionOptions o = lin_options(5, 2, "none");
+  o.compress = "input";
+  CHECK(error_message([&] { LinformerAttention a(o); }).find("sharing = 'none'") != std::string::npos);
+  o.sharing = "headwise";
+  o.projections = false;
+  CHECK(error_message([&] { LinformerAttention a(o); }).find("needs projections") != std::string::npos);
+  o.compress = "x";
+  CHECK(error_message([&] { LinformerAttention a(o); }).find("compress = 'x'") != std::string::npos);
+  for (const std::string compress : {"kv", "input"}) {
+    CAPTURE(compress);
+    AttentionOptions c = lin_options(5);
+    c.compress = compress;
+    LinformerAttention m(c);
+    const std::string e = error_message([&] { m.forward(randn({1, 4, 8})); });
+    CHECK(e.find("num_tokens = 5") != std::string::npos);
+    CHECK(e.find("N = 4") != std::string::npos);
+  }
   Tensor q = randn({1, 2, 5, 4}), E = randn({3, 5}), E_bad = randn({3, 4}), E_heads = randn({3, 3, 5});
   CHECK(error_message([&] { linformer_attention(q, q, q, E_bad, E_bad, 0.5f); }).find("(3, 4)") != std::string::npos);
   CHECK(error_message([&] { linformer_attention(q, q, q, E_heads, E_heads, 0.5f); }).find("h = 2") !=

@@ -7,11 +7,13 @@ multihead_linear_attention.py, class MultiheadLinearAttention, self-attention pa
   tensor, compress_v likewise (or compress_k again with shared_kv_compressed = 1), one map for
   all heads; q scaled by head_dim^-1/2; softmax over the k compressed keys; dropout on the
   probabilities (the cases here run in eval mode); out_proj.
-Deliberate differences, the same as in sima.cpp (docs/derivations/linformer.md):
-  - fairseq compresses the block input x and then applies k_proj / v_proj (whose bias is then
-    added once per compressed token); here, as in lucidrains/linformer and the paper's
-    E·(X W^K), the tokens are compressed after the projection, so the qkv bias goes through E
-    as well. With qkv_bias = False the two are the same function;
+Where E and F act is the option `compress`, as in sima.cpp:
+  - "input" is fairseq's order, transcribed as it is: the block input x (as (B, C, T)) is
+    compressed by F.linear with compress_k.weight, then k_proj (with its bias) is applied;
+  - "kv" (sima.cpp's default) compresses k and v after the projection, as lucidrains/linformer
+    and the paper's E·(X W^K): the qkv bias then goes through E as well. Without a qkv bias the
+    two are the same function.
+Other deliberate differences, the same as in sima.cpp (docs/derivations/linformer.md):
   - fairseq slices E[:, :T] for a shorter sequence; sima.cpp and this module require T = N;
   - q, k, v come from one qkv Linear(C, 3C) and the output from proj (timm's names); the
     compression maps keep fairseq's names, compress_k.weight and compress_v.weight (k, N);
@@ -33,10 +35,11 @@ class _PerHeadMap(nn.Module):  # compress_k / compress_v with sharing = "none": 
 
 
 class LinformerAttentionRef(nn.Module):
-    def __init__(self, dim, num_heads, num_tokens, proj_len=0, sharing="headwise", qkv_bias=True):
+    def __init__(self, dim, num_heads, num_tokens, proj_len=0, sharing="headwise", compress="kv", qkv_bias=True):
         super().__init__()
-        assert dim % num_heads == 0 and sharing in ("headwise", "kv", "none")
-        self.num_heads, self.num_tokens, self.sharing = num_heads, num_tokens, sharing
+        assert dim % num_heads == 0 and sharing in ("headwise", "kv", "none") and compress in ("kv", "input")
+        assert compress == "kv" or sharing != "none"
+        self.num_heads, self.num_tokens, self.sharing, self.compress = num_heads, num_tokens, sharing, compress
         k = proj_len if proj_len > 0 else max(1, num_tokens // 4)  # fairseq: max_seq_len // compressed (4)
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
         if sharing == "none":
@@ -60,10 +63,19 @@ class LinformerAttentionRef(nn.Module):
         B, N, C = x.shape
         assert N == self.num_tokens, f"built for {self.num_tokens} tokens, got {N}"
         h, d = self.num_heads, C // self.num_heads
-        q, k, v = self.qkv(x).reshape(B, N, 3, h, d).permute(2, 0, 3, 1, 4)  # (B, h, N, d) each
+        map_v = self.compress_k if self.sharing == "kv" else self.compress_v
+        if self.compress == "input":  # fairseq: q_proj(x); k_proj(compress_k(x)); v_proj(compress_v(x))
+            w_q, w_k, w_v = self.qkv.weight.chunk(3)
+            b_q, b_k, b_v = self.qkv.bias.chunk(3)
+            x_in = x.permute(0, 2, 1)  # (B, C, T)
+            k_in = F.linear(x_in, self.compress_k.weight).permute(0, 2, 1)  # (B, k, C)
+            v_in = F.linear(x_in, map_v.weight).permute(0, 2, 1)
+            heads = lambda t: t.reshape(B, t.shape[1], h, d).transpose(1, 2)
+            q, k, v = heads(F.linear(x, w_q, b_q)), heads(F.linear(k_in, w_k, b_k)), heads(F.linear(v_in, w_v, b_v))
+        else:
+            q, k, v = self.qkv(x).reshape(B, N, 3, h, d).permute(2, 0, 3, 1, 4)  # (B, h, N, d) each
+            k, v = self._compress(k, self.compress_k), self._compress(v, map_v)
         q = q * d ** -0.5
-        k = self._compress(k, self.compress_k)
-        v = self._compress(v, self.compress_k if self.sharing == "kv" else self.compress_v)
         attn = (q @ k.transpose(-1, -2)).softmax(dim=-1)  # (B, h, N, k)
         out = (attn @ v).transpose(1, 2).reshape(B, N, C)
         return self.proj(out)
@@ -72,7 +84,7 @@ class LinformerAttentionRef(nn.Module):
 def build(case):
     a = case["attention"]
     return LinformerAttentionRef(case["dim"], case["num_heads"], a["num_tokens"], a.get("proj_len", 0),
-                                 a.get("sharing", "headwise"))
+                                 a.get("sharing", "headwise"), a.get("compress", "kv"))
 
 
 def _case(name, dim, heads, batch, tokens, grid, **attention):
@@ -85,4 +97,6 @@ CASES = [
     _case("linformer_default_len_cls_grid", 24, 3, 2, 17, [4, 4]),  # proj_len 0 -> 17 // 4 = 4
     _case("linformer_kv_shared", 16, 2, 2, 9, [3, 3], proj_len=3, sharing="kv"),
     _case("linformer_per_head", 12, 3, 1, 8, None, proj_len=5, sharing="none"),
+    _case("linformer_fairseq_order", 16, 2, 2, 10, None, proj_len=4, compress="input"),
+    _case("linformer_fairseq_order_kv_shared", 24, 3, 1, 17, [4, 4], sharing="kv", compress="input"),
 ]
