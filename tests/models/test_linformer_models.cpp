@@ -33,7 +33,7 @@ TEST_CASE("linformer: the models pass their token count; config reads proj_len a
   CHECK(dynamic_cast<LinformerAttention*>(xcit->attention_layers().at(0))->num_tokens() == 16);
   CHECK(xcit->forward(randn({1, 3, 16, 16})).shape() == Shape{1, 3});
 
-  ModelConfig c = model_config("cvt13");
+  ModelConfig c = model_config("cvt_13_224");  // stages: kernel 7 stride 4 pad 2, then 3, 2, 1 twice
   c.img_size = 32;
   c.stage_depths = {1, 1, 1};
   c.num_classes = 3;
