@@ -100,7 +100,7 @@ TEST_CASE("DeiT: another input size resizes the position embedding (bicubic)") {
 }
 
 TEST_CASE("DeiT: every attention variant trains (finite, gradient on every parameter)") {
-  for (const char* v : {"softmax", "xca", "sima", "relu", "soft", "linear_elu", "cosformer"}) {
+  for (const char* v : {"softmax", "xca", "sima", "relu", "soft", "linear_elu", "cosformer", "efficient", "linformer"}) {
     CAPTURE(v);
     ModelConfig c = tiny_deit(v);
     c.act = std::string(v) == "sima" ? "relu" : "gelu";
