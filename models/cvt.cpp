@@ -67,6 +67,8 @@ CvtStage::CvtStage(const ModelConfig& cfg, size_t i, int64_t in_chans) : Module(
   opt.qkv_bias = cfg.qkv_bias;
   opt.attn_drop = cfg.attn_drop_rate;
   opt.proj_drop = cfg.drop_rate;
+  const int64_t side = cvt_grid_sizes(cfg, cfg.img_size)[i];
+  opt.num_tokens = (with_cls ? 1 : 0) + side * side;  // linformer
   auto list = register_module("blocks", std::make_shared<Module>("ModuleList"));
   for (int64_t j = 0; j < depth; ++j) {
     // torch.linspace(0, rate, depth)[j]

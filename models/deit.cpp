@@ -19,7 +19,8 @@ void init_vit_linears(Module& m) {
 Block::Block(const ModelConfig& cfg, float drop_path, float layer_scale_init) : Module("Block") {
   const int64_t D = cfg.embed_dim;
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(D, cfg.norm_eps));
-  attn = register_module("attn", make_attention(trunk_attention_options(cfg)));
+  const int64_t N = (cfg.img_size / cfg.patch_size) * (cfg.img_size / cfg.patch_size) + (cfg.distilled ? 2 : 1);
+  attn = register_module("attn", make_attention(trunk_attention_options(cfg, N)));
   if (layer_scale_init > 0.f) ls1 = register_module("ls1", std::make_shared<LayerScale>(D, layer_scale_init));
   else ls1 = std::make_shared<Identity>();
   drop_path1 = register_module("drop_path1", std::make_shared<DropPath>(drop_path));

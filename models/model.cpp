@@ -4,8 +4,9 @@
 
 namespace sima {
 
-AttentionOptions trunk_attention_options(const ModelConfig& cfg) {
+AttentionOptions trunk_attention_options(const ModelConfig& cfg, int64_t num_tokens) {
   AttentionOptions a = cfg.attention;
+  a.num_tokens = num_tokens;  // linformer
   a.dim = cfg.embed_dim;
   a.num_heads = cfg.num_heads;
   a.qkv_bias = cfg.qkv_bias;

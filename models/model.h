@@ -8,8 +8,9 @@
 namespace sima {
 
 // cfg.attention with the model-level fields filled in (they win over the same options
-// inside cfg.attention): dim = embed_dim, num_heads, qkv_bias, attn_drop, proj_drop.
-AttentionOptions trunk_attention_options(const ModelConfig& cfg);
+// inside cfg.attention): dim = embed_dim, num_heads, qkv_bias, attn_drop, proj_drop, and
+// num_tokens (N of every block, for linformer's (k, N) maps).
+AttentionOptions trunk_attention_options(const ModelConfig& cfg, int64_t num_tokens = 0);
 
 class Model : public Module {
  public:

@@ -163,7 +163,7 @@ const std::map<std::string, Field>& attention_fields() {
   static const std::map<std::string, Field> f = {
       {"type", attn(&AttentionOptions::variant,
                     one_of({"softmax", "xca", "sima", "relu", "soft", "linear_elu", "cosformer", "performer",
-                            "nystromformer"}))},
+                            "nystromformer", "efficient", "linformer"}))},
       {"norm", attn(&AttentionOptions::norm, one_of({"l1", "l2", "none"}))},
       {"order", attn(&AttentionOptions::order, one_of({"auto", "qk_first", "kv_first"}))},
       {"eps", attn(&AttentionOptions::eps, positive<float>())},
@@ -184,6 +184,12 @@ const std::map<std::string, Field>& attention_fields() {
       {"pinv_iters", attn(&AttentionOptions::pinv_iters)},
       {"pinv_init", attn(&AttentionOptions::pinv_init, one_of({"original", "exact"}))},
       {"conv_kernel_size", attn(&AttentionOptions::conv_kernel_size)},
+      // linformer. The models overwrite num_tokens with their own N (image and patch size);
+      // it is read for a bare attention module (the parity harness, benches).
+      {"num_tokens", attn(&AttentionOptions::num_tokens)},
+      {"proj_len", attn(&AttentionOptions::proj_len)},
+      {"sharing", attn(&AttentionOptions::sharing, one_of({"headwise", "kv", "none"}))},
+      {"compress", attn(&AttentionOptions::compress, one_of({"kv", "input"}))},
   };
   return f;
 }

@@ -66,7 +66,7 @@ XCiT::XCiT(const ModelConfig& cfg) : Model(cfg, "XCiT") {
   bo.eta = cfg.eta;
   bo.norm_eps = cfg.norm_eps;
 
-  const AttentionOptions ao = trunk_attention_options(cfg);
+  const AttentionOptions ao = trunk_attention_options(cfg, (cfg.img_size / cfg.patch_size) * (cfg.img_size / cfg.patch_size));
 
   auto block_list = register_module("blocks", module_list());
   bo.drop_path = cfg.drop_path_rate;  // constant over the blocks (XCiT)

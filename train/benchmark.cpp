@@ -35,7 +35,8 @@ double median_ms(const std::function<void()>& f, const TimingOptions& timing) {
 }
 
 std::vector<std::string> attention_variant_names() {
-  return {"softmax", "sima", "xca", "relu", "linear_elu", "cosformer", "soft", "performer", "nystromformer"};
+  return {"softmax", "sima", "xca", "relu", "linear_elu", "cosformer", "soft", "performer", "nystromformer",
+          "efficient", "linformer"};
 }
 
 std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg) {
@@ -77,6 +78,7 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg) 
       opt.variant = name;
       opt.dim = cfg.dim;
       opt.num_heads = cfg.heads;
+      opt.num_tokens = cfg.tokens;  // linformer
       if (name == "sima") opt.order = order;
       auto attn = make_attention(opt);
       Tensor x = randn({cfg.batch, cfg.tokens, cfg.dim});

@@ -21,7 +21,8 @@
 namespace sima {
 
 struct AttentionOptions {
-  // softmax | xca | sima | relu | soft | linear_elu | cosformer | performer | nystromformer
+  // softmax | xca | sima | relu | soft | linear_elu | cosformer | performer | nystromformer | efficient
+  // | linformer
   std::string variant = "softmax";
   int64_t dim = 0;                  // C
   int64_t num_heads = 8;            // h (d = C / h)
@@ -52,6 +53,15 @@ struct AttentionOptions {
   int64_t pinv_iters = 6;            // iterations of the Moore–Penrose pseudo-inverse
   std::string pinv_init = "original";  // original: one scale for the batch | exact: per matrix
   int64_t conv_kernel_size = 0;      // depthwise conv of v over tokens (odd); 0: none
+  // linformer
+  int64_t num_tokens = 0;  // N the module is built for (E, F are (k, N)); the models set it
+                           // from their image and patch size. Forward with another N is an error
+  int64_t proj_len = 0;    // k, the tokens K and V are projected to; 0: num_tokens / 4 (fairseq's
+                           // default --compressed 4), at least 1
+  std::string sharing = "headwise";  // headwise (one E, F for all heads; fairseq's default) |
+                                     // kv (E = F as well) | none (an E_i, F_i per head)
+  std::string compress = "kv";  // kv: E, F act on k, v after the qkv Linear, E (x W_k + b_k) (the
+                                // paper, lucidrains) | input: on x before it, (E x) W_k + b_k (fairseq)
   // false: no qkv / proj Linear layers; only core() is usable. For models that make q, k, v
   // their own way (CvT's convolutional projections) and reuse a variant's core.
   bool projections = true;

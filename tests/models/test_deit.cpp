@@ -101,8 +101,8 @@ TEST_CASE("DeiT: another input size resizes the position embedding (bicubic)") {
 }
 
 TEST_CASE("DeiT: every attention variant trains (finite, gradient on every parameter)") {
-  for (const char* v :
-       {"softmax", "xca", "sima", "relu", "soft", "linear_elu", "cosformer", "performer", "nystromformer"}) {
+  for (const char* v : {"softmax", "xca", "sima", "relu", "soft", "linear_elu", "cosformer", "performer",
+                       "nystromformer", "efficient", "linformer"}) {
     CAPTURE(v);
     ModelConfig c = tiny_deit(v);
     c.act = std::string(v) == "sima" ? "relu" : "gelu";

@@ -92,7 +92,7 @@ TEST_CASE("JSON: unknown keys, wrong types and bad values name the key path") {
   CHECK(err(R"({"drop_path_rate": 1.5})").rfind("model.drop_path_rate: must be in [0, 1), got 1.5", 0) == 0);
   CHECK(err(R"({"attention": {"type": "reformer"}})") ==
         "model.attention.type: 'reformer' is not one of: softmax, xca, sima, relu, soft, linear_elu, cosformer, "
-        "performer, nystromformer");
+        "performer, nystromformer, efficient, linformer");
   CHECK(err(R"({"attention": {"order": "sideways"}})") ==
         "model.attention.order: 'sideways' is not one of: auto, qk_first, kv_first");
   CHECK(err(R"({"attention": {"tau": 1}})").rfind("model.attention.tau: unknown key", 0) == 0);

@@ -18,8 +18,8 @@ using namespace sima::testing;
 
 namespace {
 
-const char* const kVariants[] = {"softmax",   "xca",       "sima",      "relu",         "soft",
-                                 "linear_elu", "cosformer", "performer", "nystromformer"};
+const char* const kVariants[] = {"softmax",   "xca",       "sima",      "relu",          "soft",      "linear_elu",
+                                 "cosformer", "performer", "nystromformer", "efficient", "linformer"};
 
 // A small XCiT: 32×32 RGB, patch 8 (a 4×4 grid), width 32, 2 heads, depth 2, 10 classes.
 ModelConfig tiny_config(const std::string& variant = "xca") {

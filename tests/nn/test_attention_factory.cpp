@@ -13,9 +13,9 @@
 using namespace sima;
 using namespace sima::testing;
 
-static const std::vector<std::string> kVariants = {"softmax",   "xca",       "sima",         "relu",
-                                                   "soft",      "linear_elu", "cosformer",   "performer",
-                                                   "nystromformer"};
+static const std::vector<std::string> kVariants = {"softmax",   "xca",       "sima",          "relu",
+                                                   "soft",      "linear_elu", "cosformer",     "performer",
+                                                   "nystromformer", "efficient", "linformer"};
 
 TEST_CASE("every variant builds by name and runs forward and backward, h = 1 and h = 4") {
   for (const std::string& v : kVariants)
@@ -27,6 +27,7 @@ TEST_CASE("every variant builds by name and runs forward and backward, h = 1 and
       opt.dim = 16;
       opt.num_heads = heads;
       opt.num_landmarks = 4;  // nystromformer: <= N = 16 (the default 64 is for N >= 64)
+      opt.num_tokens = 16;  // linformer's N
       auto attn = make_attention(opt);
       CHECK(attn->head_dim() == 16 / heads);
       Tensor x = randn_leaf({2, 16, 16}, 1);  // N = 16 tokens on a 4x4 grid
@@ -50,6 +51,7 @@ TEST_CASE("exp counts per image match the paper's #exp column") {
     opt.dim = C;
     opt.num_heads = h;
     opt.num_landmarks = 4;
+    opt.num_tokens = N;  // linformer, with proj_len k = N / 4
     auto attn = make_attention(opt);
     NoGradGuard ng;
     attn->forward(randn({B, N, C}), 4, 4);
@@ -61,6 +63,8 @@ TEST_CASE("exp counts per image match the paper's #exp column") {
   CHECK(count("relu") == 0);
   CHECK(count("cosformer") == 0);
   CHECK(count("linear_elu") == 2 * h * N * d);  // elu on q and on k
+  CHECK(count("efficient") == 2 * h * N * d);   // softmax of q over d, of k over N
+  CHECK(count("linformer") == h * N * (N / 4));  // N queries over k = N/4 projected keys
   const int64_t m = (4 / 2) * (4 / 2);         // bottleneck tokens for sr = 2
   CHECK(count("soft") == h * (m * m + m * N));
   const int64_t nf = 16;  // performer features: int(d·ln d) = int(8·ln 8) = int(16.6)
@@ -76,7 +80,7 @@ TEST_CASE("bad variant names and options are clear errors") {
   opt.variant = "reformer";
   CHECK_THROWS_WITH_AS(make_attention(opt),
                        "attention variant 'reformer' is unknown (allowed: softmax, xca, sima, relu, soft, "
-                       "linear_elu, cosformer, performer, nystromformer)",
+                       "linear_elu, cosformer, performer, nystromformer, efficient, linformer)",
                        Error);
   opt.variant = "sima";
   opt.norm = "l3";
@@ -165,6 +169,7 @@ TEST_CASE("projections = false: no qkv/proj parameters, core usable, forward a c
     opt.variant = v;
     opt.dim = 16;
     opt.num_heads = 2;
+    opt.num_tokens = 16;  // linformer's N
     opt.projections = false;
     opt.num_landmarks = 4;
     auto attn = make_attention(opt);

@@ -65,7 +65,7 @@ float run_case(const json& c) {
   try {
     attn->load_state_dict(sd);  // strict: missing, unexpected and mis-shaped names all listed
   } catch (const Error& e) {
-    FAIL_CHECK("case " << name << ": the reference state does not match the module's:\n" << e.what());
+    FAIL_CHECK("case " << name << ": the reference state does not match the module's:\n" << std::string(e.what()));
     return 1.f;
   }
   std::vector<std::string> params, no_ref;

@@ -28,6 +28,7 @@ import sys
 import torch
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.dont_write_bytecode = True  # importing the ref_*.py modules writes nothing into the source tree
 
 
 def enc(x):
