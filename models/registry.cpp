@@ -80,6 +80,10 @@ template <class T>
 std::function<std::string(const T&)> positive() {
   return [](const T& x) { return x > 0 ? std::string() : "must be positive, got " + std::to_string(x); };
 }
+template <class T>
+std::function<std::string(const T&)> non_negative() {
+  return [](const T& x) { return x >= 0 ? std::string() : "must be >= 0, got " + std::to_string(x); };
+}
 std::function<std::string(const float&)> in_unit(bool include_one) {
   return [=](const float& x) {
     return x >= 0.f && (include_one ? x <= 1.f : x < 1.f)
@@ -174,6 +178,10 @@ const std::map<std::string, Field>& attention_fields() {
       {"sr", attn(&AttentionOptions::sr, positive<int64_t>())},
       {"bottleneck", attn(&AttentionOptions::bottleneck, one_of({"conv", "avgpool"}))},
       {"nr_iters", attn(&AttentionOptions::nr_iters)},
+      {"ridge", attn(&AttentionOptions::ridge, non_negative<float>())},
+      {"v_conv", attn(&AttentionOptions::v_conv, non_negative<int64_t>())},
+      {"nr_backward", attn(&AttentionOptions::nr_backward, one_of({"inverse", "unrolled"}))},
+      {"reweight", attn(&AttentionOptions::reweight, one_of({"none", "cos1d", "cos2d"}))},
   };
   return f;
 }

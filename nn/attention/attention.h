@@ -3,7 +3,7 @@
 // Every variant starts from qkv = Linear(C, 3C)(x) split into q, k, v of shape
 // (B, h, N, d) with d = C/h, runs its core (one fused op with a hand-derived
 // backward, in the variant's own file), and ends with proj = Linear(C, C) on the
-// heads concatenated back to (B, N, C) (../shared/REFERENCE.md §1):
+// heads concatenated back to (B, N, C) (docs/attention.md):
 //
 //   x (B, N, C) --qkv--> q, k, v (B, h, N, d) --core--> o (B, h, N, d) --merge, proj--> (B, N, C)
 //
@@ -36,10 +36,15 @@ struct AttentionOptions {
   std::string fn = "relu";   // relu | relu2 | gelu | softplus | identity | relu6 | sigmoid
   bool qk_norm = false;      // LayerNorm over d on q and k
   bool gate = false;         // out ⊙ Linear(C, C)(x) before proj
-  // soft
+  // soft (defaults: the official fudan-zvg/SOFT code; docs/derivations/soft.md)
   int64_t sr = 2;                   // bottleneck kernel = stride on the (H, W) token grid
   std::string bottleneck = "conv";  // conv | avgpool
   int64_t nr_iters = 20;            // Newton–Raphson iterations for the pseudo-inverse
+  float ridge = 0.01f;              // iterate on A + ridge·I (0 = none)
+  int64_t v_conv = 3;               // depthwise conv on v added to the output, odd kernel (0 = none)
+  std::string nr_backward = "inverse";  // inverse (−Vᵀ G Vᵀ) | unrolled (through the iterations)
+  // cosformer
+  std::string reweight = "none";  // none (SimA Table 2) | cos1d (cosFormer Eq. 10) | cos2d (SimA A.4, needs H, W)
   // false: no qkv / proj Linear layers; only core() is usable. For models that make q, k, v
   // their own way (CvT's convolutional projections) and reuse a variant's core.
   bool projections = true;
