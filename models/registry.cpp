@@ -174,6 +174,7 @@ const std::map<std::string, Field>& attention_fields() {
       {"fn", attn(&AttentionOptions::fn,
                   one_of({"relu", "relu2", "gelu", "softplus", "identity", "relu6", "sigmoid"}))},
       {"qk_norm", attn(&AttentionOptions::qk_norm)},
+      {"qk_norm_bias", attn(&AttentionOptions::qk_norm_bias)},
       {"gate", attn(&AttentionOptions::gate)},
       {"sr", attn(&AttentionOptions::sr, positive<int64_t>())},
       {"bottleneck", attn(&AttentionOptions::bottleneck, one_of({"conv", "avgpool"}))},

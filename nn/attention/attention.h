@@ -34,7 +34,8 @@ struct AttentionOptions {
   // relu
   float alpha = 1.f;         // output scaled by N^-alpha
   std::string fn = "relu";   // relu | relu2 | gelu | softplus | identity | relu6 | sigmoid
-  bool qk_norm = false;      // LayerNorm over d on q and k
+  bool qk_norm = false;      // LayerNorm over d on q and k (per head, eps 1e-6, weight shared by heads)
+  bool qk_norm_bias = true;  // its bias: true as timm; false as Flax's normalize_qk (scale only)
   bool gate = false;         // out ⊙ Linear(C, C)(x) before proj
   // soft (defaults: the official fudan-zvg/SOFT code; docs/derivations/soft.md)
   int64_t sr = 2;                   // bottleneck kernel = stride on the (H, W) token grid
