@@ -80,6 +80,10 @@ template <class T>
 std::function<std::string(const T&)> positive() {
   return [](const T& x) { return x > 0 ? std::string() : "must be positive, got " + std::to_string(x); };
 }
+template <class T>
+std::function<std::string(const T&)> non_negative() {
+  return [](const T& x) { return x >= 0 ? std::string() : "must be >= 0, got " + std::to_string(x); };
+}
 std::function<std::string(const float&)> in_unit(bool include_one) {
   return [=](const float& x) {
     return x >= 0.f && (include_one ? x <= 1.f : x < 1.f)
@@ -171,6 +175,7 @@ const std::map<std::string, Field>& attention_fields() {
       {"fn", attn(&AttentionOptions::fn,
                   one_of({"relu", "relu2", "gelu", "softplus", "identity", "relu6", "sigmoid"}))},
       {"qk_norm", attn(&AttentionOptions::qk_norm)},
+      {"qk_norm_bias", attn(&AttentionOptions::qk_norm_bias)},
       {"gate", attn(&AttentionOptions::gate)},
       {"sr", attn(&AttentionOptions::sr, positive<int64_t>())},
       {"bottleneck", attn(&AttentionOptions::bottleneck, one_of({"conv", "avgpool"}))},
@@ -190,6 +195,10 @@ const std::map<std::string, Field>& attention_fields() {
       {"proj_len", attn(&AttentionOptions::proj_len)},
       {"sharing", attn(&AttentionOptions::sharing, one_of({"headwise", "kv", "none"}))},
       {"compress", attn(&AttentionOptions::compress, one_of({"kv", "input"}))},
+      {"ridge", attn(&AttentionOptions::ridge, non_negative<float>())},
+      {"v_conv", attn(&AttentionOptions::v_conv, non_negative<int64_t>())},
+      {"nr_backward", attn(&AttentionOptions::nr_backward, one_of({"inverse", "unrolled"}))},
+      {"reweight", attn(&AttentionOptions::reweight, one_of({"none", "cos1d", "cos2d"}))},
   };
   return f;
 }

@@ -7,11 +7,11 @@
 
 namespace sima {
 
-LayerNorm::LayerNorm(int64_t d, float e, bool affine) : Module("LayerNorm"), dim(d), eps(e) {
+LayerNorm::LayerNorm(int64_t d, float e, bool affine, bool with_bias) : Module("LayerNorm"), dim(d), eps(e) {
   check(d > 0 && e > 0.f, "LayerNorm: dim (", d, ") and eps (", e, ") must be positive");
   if (affine) {
     weight = register_parameter("weight", ones({d}));
-    bias = register_parameter("bias", zeros({d}));
+    if (with_bias) bias = register_parameter("bias", zeros({d}));
   }
 }
 

@@ -7,11 +7,12 @@ namespace sima {
 
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(int64_t dim, float eps = 1e-5f, bool elementwise_affine = true);
+  // bias = false: weight only (PyTorch's LayerNorm(bias=False), Flax's use_bias=False).
+  explicit LayerNorm(int64_t dim, float eps = 1e-5f, bool elementwise_affine = true, bool bias = true);
   Tensor forward(const Tensor& x) override;  // (..., dim) -> (..., dim)
   int64_t dim;
   float eps;
-  Tensor weight, bias;  // ones / zeros; undefined without affine
+  Tensor weight, bias;  // ones / zeros; undefined without affine (bias: or without bias)
 };
 
 // Training: normalises with the batch statistics over (B, H, W) and updates the running

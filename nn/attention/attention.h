@@ -36,9 +36,10 @@ struct AttentionOptions {
   // relu
   float alpha = 1.f;         // output scaled by N^-alpha
   std::string fn = "relu";   // relu | relu2 | gelu | softplus | identity | relu6 | sigmoid
-  bool qk_norm = false;      // LayerNorm over d on q and k
+  bool qk_norm = false;      // LayerNorm over d on q and k (per head, eps 1e-6, weight shared by heads)
+  bool qk_norm_bias = true;  // its bias: true as timm; false as Flax's normalize_qk (scale only)
   bool gate = false;         // out ⊙ Linear(C, C)(x) before proj
-  // soft
+  // soft (defaults: the official fudan-zvg/SOFT code; docs/derivations/soft.md)
   int64_t sr = 2;                   // bottleneck kernel = stride on the (H, W) token grid
   std::string bottleneck = "conv";  // conv | avgpool
   int64_t nr_iters = 20;            // Newton–Raphson iterations for the pseudo-inverse
@@ -62,6 +63,12 @@ struct AttentionOptions {
                                      // kv (E = F as well) | none (an E_i, F_i per head)
   std::string compress = "kv";  // kv: E, F act on k, v after the qkv Linear, E (x W_k + b_k) (the
                                 // paper, lucidrains) | input: on x before it, (E x) W_k + b_k (fairseq)
+  // soft (continued)
+  float ridge = 0.01f;              // iterate on A + ridge·I (0 = none)
+  int64_t v_conv = 3;               // depthwise conv on v added to the output, odd kernel (0 = none)
+  std::string nr_backward = "inverse";  // inverse (−Vᵀ G Vᵀ) | unrolled (through the iterations)
+  // cosformer
+  std::string reweight = "none";  // none (SimA Table 2) | cos1d (cosFormer Eq. 10) | cos2d (SimA A.4, needs H, W)
   // false: no qkv / proj Linear layers; only core() is usable. For models that make q, k, v
   // their own way (CvT's convolutional projections) and reuse a variant's core.
   bool projections = true;

@@ -256,8 +256,8 @@ ReluAttention::ReluAttention(const AttentionOptions& opt)
   check(opt.attn_drop == 0.f, "ReluAttention: attn_drop ", opt.attn_drop,
         " is not supported (the fused core has no attention-dropout); use 0");
   if (opt.qk_norm) {
-    q_norm = register_module("q_norm", std::make_shared<LayerNorm>(head_dim(), kQkNormEps));
-    k_norm = register_module("k_norm", std::make_shared<LayerNorm>(head_dim(), kQkNormEps));
+    q_norm = register_module("q_norm", std::make_shared<LayerNorm>(head_dim(), kQkNormEps, true, opt.qk_norm_bias));
+    k_norm = register_module("k_norm", std::make_shared<LayerNorm>(head_dim(), kQkNormEps, true, opt.qk_norm_bias));
   }
   if (opt.gate) gate = register_module("gate", std::make_shared<Linear>(opt.dim, opt.dim));
 }

@@ -5,9 +5,11 @@
 //
 // h ∈ relu | relu2 (relu squared) | gelu (exact, erf) | softplus (β 1, threshold 20)
 //   | identity | relu6 | sigmoid.
-// Options: qk_norm (LayerNorm over d on q and on k, parameters q_norm.{weight,bias},
-// k_norm.{weight,bias} as timm, eps 1e-6 as in timm's ViT whose Block hands its
-// LayerNorm(eps=1e-6) to the attention), and gate (an extra Linear(C, C) named `gate`
+// Options: qk_norm (LayerNorm over d on q and on k, per head, one weight (d) shared by the
+// heads, eps 1e-6; parameters q_norm.{weight,bias}, k_norm.{weight,bias} as timm, or with
+// qk_norm_bias = false only q_norm.weight, k_norm.weight as Flax's normalize_qk
+// (LayerNorm(use_bias=False), default epsilon 1e-6), the qk-layernorm of ViT-22B that
+// Wortsman et al. use), and gate (an extra Linear(C, C) named `gate`
 // applied to the block input x; its output multiplies the merged heads elementwise
 // before proj, no sigmoid: docs/attention.md §3).
 #pragma once

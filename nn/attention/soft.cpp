@@ -178,40 +178,47 @@ Tensor gaussian_kernel(const Tensor& a, const Tensor& b, float scale, int64_t* e
 namespace {
 
 struct NewtonStart {
-  float alpha = 0.f;  // V₀ = α·A
-  float norm = 0.f;   // ‖A‖₁
-  int64_t col = 0;    // the (first) column attaining it
+  float alpha = 0.f;  // V₀ = α·P
+  float norm = 0.f;   // n = max_i Σ_j |A_ij|
+  int64_t row = 0;    // the (first) row attaining it
 };
 
-// ‖A‖₁ = max_j Σ_i |A_ij| and α = kNewtonAlpha / ‖A‖₁² (0 for A = 0: V stays 0).
-// colsum: m floats of scratch.
-NewtonStart newton_start(const float* A, int64_t m, float* colsum) {
-  std::fill(colsum, colsum + m, 0.f);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < m; ++j) colsum[j] += std::fabs(A[i * m + j]);
+// n = max row sum of |A| (the official max row sum of A: the same for A ≥ 0) and
+// α = kNewtonAlpha / n² (0 for A = 0: V stays 0).
+NewtonStart newton_start(const float* A, int64_t m) {
   NewtonStart s;
-  for (int64_t j = 0; j < m; ++j)
-    if (colsum[j] > s.norm) s.norm = colsum[j], s.col = j;
+  for (int64_t i = 0; i < m; ++i) {
+    float r = 0.f;
+    for (int64_t j = 0; j < m; ++j) r += std::fabs(A[i * m + j]);
+    if (r > s.norm) s.norm = r, s.row = i;
+  }
   s.alpha = s.norm > 0.f ? kNewtonAlpha / (s.norm * s.norm) : 0.f;
   return s;
 }
 
-// Runs the iterations on one m×m matrix A. The iterates V_0..V_iters go to hist
-// ((iters+1)·m²) when given, and V_iters to out when given. work: 3·m² floats.
-NewtonStart newton_iterate(const float* A, int64_t m, int64_t iters, float* hist, float* out,
-                           float* work) {
+// P = A + ridge·I into P (m×m).
+void add_ridge(const float* A, int64_t m, float ridge, float* P) {
+  std::memcpy(P, A, sizeof(float) * m * m);
+  for (int64_t i = 0; i < m; ++i) P[i * m + i] += ridge;
+}
+
+// Runs the iterations on P = A + ridge·I (given in P) with α from A. The iterates
+// V_0..V_iters go to hist ((iters+1)·m²) when given, and V_iters to out when given.
+// work: 3·m² floats.
+NewtonStart newton_iterate(const float* A, const float* P, int64_t m, int64_t iters, float* hist,
+                           float* out, float* work) {
   const int64_t mm = m * m;
-  NewtonStart s = newton_start(A, m, work);
+  NewtonStart s = newton_start(A, m);
   float *T = work, *U = work + mm, *spare = work + 2 * mm;
   // Without history, ping-pong between out and spare so that V_iters lands in out.
   auto V = [&](int64_t k) { return hist ? hist + k * mm : ((iters - k) % 2 == 0 ? out : spare); };
   float* v0 = V(0);
-  for (int64_t i = 0; i < mm; ++i) v0[i] = s.alpha * A[i];
+  for (int64_t i = 0; i < mm; ++i) v0[i] = s.alpha * P[i];
   for (int64_t k = 0; k < iters; ++k) {
     const float* vk = V(k);
     float* vn = V(k + 1);
-    gemm(false, false, m, m, m, vk, A, 0.f, T);  // T = V_k A
-    gemm(false, false, m, m, m, T, vk, 0.f, U);  // U = V_k A V_k
+    gemm(false, false, m, m, m, vk, P, 0.f, T);  // T = V_k P
+    gemm(false, false, m, m, m, T, vk, 0.f, U);  // U = V_k P V_k
     for (int64_t i = 0; i < mm; ++i) vn[i] = 2.f * vk[i] - U[i];
   }
   if (hist && out) std::memcpy(out, hist + iters * mm, sizeof(float) * mm);
@@ -224,86 +231,115 @@ float max_abs(const float* x, int64_t n) {
   return mx;
 }
 
-// The reverse of a step that had converged (V A = I) passes 2G − G − G = 0 back to the
+// The reverse of a step that had converged (V P = I) passes 2G − G − G = 0 back to the
 // step before: the NR map has zero derivative at its fixed point. So the gradient dies
 // out, super-exponentially, along the converged steps; once it is below this fraction of
 // dL/dV it is dropped (each earlier step can grow it at most 2x, so what is dropped is
 // < 2^iters·1e-20 of the gradient) rather than carried on through steps that add nothing.
 constexpr float kNewtonGradCutoff = 1e-20f;
 
+// Unrolled backward of one matrix: dA (m×m) from G = dL/dV_iters (m×m, overwritten).
+// For one step V' = 2V − V P V:
+//   dL/dV  = 2G − G (PV)ᵀ − (VP)ᵀ G = 2G − (G Vᵀ) Pᵀ − Pᵀ (Vᵀ G)
+//   dL/dP += −Vᵀ G Vᵀ
+// and at the start V₀ = α·P, α = c/n², n = Σ_j |A_i*j| (row i* attains the max):
+//   dL/dP += α·G₀,  dL/dα = Σ G₀ ⊙ P,  dα/dn = −2α/n,  ∂n/∂A_i*j = sign(A_i*j)
+// dA = dL/dP + the α term (the ridge is a constant). work: 5·m² floats.
+void newton_unrolled_backward(const float* a, const float* P, int64_t m, int64_t iters, float* G,
+                              float* da, float* hist, float* work) {
+  const int64_t mm = m * m;
+  float *Gn = work, *X = work + mm, *Y = work + 2 * mm, *Z = work + 3 * mm;
+  const NewtonStart s = newton_iterate(a, P, m, iters, hist, nullptr, X);  // X..: scratch
+  std::fill(da, da + mm, 0.f);
+  const float g_cut = kNewtonGradCutoff * max_abs(G, mm);
+  for (int64_t k = iters - 1; k >= 0; --k) {
+    const float* v = hist + k * mm;
+    gemm(false, true, m, m, m, G, v, 0.f, X);   // X = G Vᵀ
+    gemm(true, false, m, m, m, v, G, 0.f, Y);   // Y = Vᵀ G
+    gemm(false, true, m, m, m, Y, v, 0.f, Z);   // Z = Vᵀ G Vᵀ
+    for (int64_t i = 0; i < mm; ++i) da[i] -= Z[i];
+    gemm(false, true, m, m, m, X, P, 0.f, Gn);  // Gn = G Vᵀ Pᵀ
+    gemm(true, false, m, m, m, P, Y, 1.f, Gn);  // Gn += Pᵀ Vᵀ G
+    for (int64_t i = 0; i < mm; ++i) Gn[i] = 2.f * G[i] - Gn[i];
+    std::memcpy(G, Gn, sizeof(float) * mm);
+    if (max_abs(G, mm) <= g_cut) {  // converged steps passed nothing back: stop
+      std::fill(G, G + mm, 0.f);
+      break;
+    }
+  }
+  float dalpha = 0.f;  // V₀ = α·P with α = c/n²
+  for (int64_t i = 0; i < mm; ++i) {
+    da[i] += s.alpha * G[i];
+    dalpha += G[i] * P[i];
+  }
+  if (s.norm > 0.f) {
+    const float dn = dalpha * (-2.f * s.alpha / s.norm);
+    for (int64_t j = 0; j < m; ++j) {
+      const float x = a[s.row * m + j];
+      da[s.row * m + j] += dn * static_cast<float>((x > 0.f) - (x < 0.f));
+    }
+  }
+}
+
 }  // namespace
 
-// A (.., m, m) -> V (.., m, m), V ≈ A⁻¹ (A⁺ for a singular A).
+NewtonBackward parse_newton_backward(const std::string& name) {
+  if (name == "inverse") return NewtonBackward::Inverse;
+  if (name == "unrolled") return NewtonBackward::Unrolled;
+  fail("SoftAttention: option nr_backward = '", name, "' is not one of: inverse, unrolled");
+}
+
+// A (.., m, m) -> V (.., m, m), V ≈ (A + ridge·I)⁻¹ (a pseudo-inverse for a singular one).
 //
-// Backward: the iterations run again from the saved A (they cost O(T·m³), less than
-// keeping T matrices alive until backward), then are reversed. For one step
-// V' = 2V − V A V and G = dL/dV':
-//   d(VAV) = dV·(AV) + (VA)·dV + V·dA·V
-//   dL/dV  = 2G − G (AV)ᵀ − (VA)ᵀ G = 2G − (G Vᵀ) Aᵀ − Aᵀ (Vᵀ G)
-//   dL/dA += −Vᵀ G Vᵀ
-// and at the start V₀ = α·A, α = c/n², n = Σ_i |A_ij*| (column j* attains ‖A‖₁):
-//   dL/dA += α·G₀,   dL/dα = Σ G₀ ⊙ A,   dα/dn = −2α/n,   ∂n/∂A_ij* = sign(A_ij*)
-// This is the gradient of exactly what the forward computed. Once the iterations have
-// converged (V = A⁻¹, no longer dependent on α) it equals −A⁻ᵀ G A⁻ᵀ, the gradient of
-// the true inverse that the official inverse.py returns (tests/nn/test_attention_soft.cpp).
-Tensor newton_inverse(const Tensor& A, int64_t iters) {
+// Inverse backward (the official _NewtonInverseKernel.backward): for V = P⁻¹,
+// dV = −V dP V, so dL/dP = −Vᵀ G Vᵀ, and dA = dP. Two gemms per matrix.
+// Unrolled backward: the iterations run again from the saved A (they cost O(T·m³), less
+// than keeping T matrices alive until backward), then are reversed
+// (newton_unrolled_backward). It is the gradient of exactly what the forward computed;
+// once the iterations have converged the two agree (tests/nn/test_attention_soft.cpp).
+Tensor newton_inverse(const Tensor& A, int64_t iters, float ridge, NewtonBackward backward) {
   check(A.defined() && A.dim() >= 2 && A.size(-1) == A.size(-2), "newton_inverse: A ",
         A.defined() ? A.shape().str() : "undefined", " must be (..., m, m)");
   check(iters >= 0, "newton_inverse: iters = ", iters, " must be >= 0");
+  check(ridge >= 0.f && std::isfinite(ridge), "newton_inverse: ridge = ", ridge, " must be >= 0");
   const int64_t m = A.size(-1), mm = m * m, P = prod(A.shape(), 0, A.dim() - 2);
   Tensor V = empty(A.shape());
   const int64_t grain = pair_grain(2 * std::max<int64_t>(1, iters) * mm * m);
   parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
     FlushDenormals ftz;
-    Tensor work = empty({3 * mm});
-    for (int64_t p = p0; p < p1; ++p)
-      newton_iterate(A.data() + p * mm, m, iters, nullptr, V.data() + p * mm, work.data());
+    Tensor work = empty({4 * mm});
+    for (int64_t p = p0; p < p1; ++p) {
+      add_ridge(A.data() + p * mm, m, ridge, work.data() + 3 * mm);
+      newton_iterate(A.data() + p * mm, work.data() + 3 * mm, m, iters, nullptr, V.data() + p * mm,
+                     work.data());
+    }
   });
 
   if (needs_grad(A))
-    attach_grad_fn(V, "newton_inverse", {A}, [As = A.detach(), iters, m, mm, P, grain](const Tensor& gV) -> Grads {
+    attach_grad_fn(V, "newton_inverse", {A}, [As = A.detach(), Vs = V.detach(), iters, ridge, backward,
+                                              m, mm, P, grain](const Tensor& gV) -> Grads {
       // gV (.., m, m) -> dA (.., m, m)
       Tensor dA = empty(As.shape());
       parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
         FlushDenormals ftz;
-        Tensor hist_t = empty({(iters + 1) * mm}), work_t = empty({5 * mm});
-        float *hist = hist_t.data(), *G = work_t.data(), *Gn = G + mm, *X = G + 2 * mm,
-              *Y = G + 3 * mm, *Z = G + 4 * mm;
+        if (backward == NewtonBackward::Inverse) {
+          Tensor work_t = empty({mm});
+          for (int64_t p = p0; p < p1; ++p) {  // dA = −Vᵀ G Vᵀ
+            const float *v = Vs.data() + p * mm, *g = gV.data() + p * mm;
+            gemm(true, false, m, m, m, v, g, 0.f, work_t.data());              // Vᵀ G
+            gemm(false, true, m, m, m, work_t.data(), v, 0.f, dA.data() + p * mm);  // (Vᵀ G) Vᵀ
+            float* da = dA.data() + p * mm;
+            for (int64_t i = 0; i < mm; ++i) da[i] = -da[i];
+          }
+          return;
+        }
+        Tensor hist_t = empty({(iters + 1) * mm}), work_t = empty({7 * mm});
+        float *G = work_t.data() + 5 * mm, *Pm = G + mm;
         for (int64_t p = p0; p < p1; ++p) {
-          const float* a = As.data() + p * mm;
-          float* da = dA.data() + p * mm;
-          const NewtonStart s = newton_iterate(a, m, iters, hist, nullptr, X);  // X..Z: scratch
+          add_ridge(As.data() + p * mm, m, ridge, Pm);
           std::memcpy(G, gV.data() + p * mm, sizeof(float) * mm);
-          std::fill(da, da + mm, 0.f);
-          const float g_cut = kNewtonGradCutoff * max_abs(G, mm);
-          for (int64_t k = iters - 1; k >= 0; --k) {
-            const float* v = hist + k * mm;
-            gemm(false, true, m, m, m, G, v, 0.f, X);   // X = G Vᵀ
-            gemm(true, false, m, m, m, v, G, 0.f, Y);   // Y = Vᵀ G
-            gemm(false, true, m, m, m, Y, v, 0.f, Z);   // Z = Vᵀ G Vᵀ
-            for (int64_t i = 0; i < mm; ++i) da[i] -= Z[i];
-            gemm(false, true, m, m, m, X, a, 0.f, Gn);  // Gn = G Vᵀ Aᵀ
-            gemm(true, false, m, m, m, a, Y, 1.f, Gn);  // Gn += Aᵀ Vᵀ G
-            for (int64_t i = 0; i < mm; ++i) Gn[i] = 2.f * G[i] - Gn[i];
-            std::swap(G, Gn);
-            if (max_abs(G, mm) <= g_cut) {  // converged steps passed nothing back: stop
-              std::fill(G, G + mm, 0.f);
-              break;
-            }
-          }
-          // V₀ = α·A with α = c/‖A‖₁²
-          float dalpha = 0.f;
-          for (int64_t i = 0; i < mm; ++i) {
-            da[i] += s.alpha * G[i];
-            dalpha += G[i] * a[i];
-          }
-          if (s.norm > 0.f) {
-            const float dn = dalpha * (-2.f * s.alpha / s.norm);
-            for (int64_t i = 0; i < m; ++i) {
-              const float x = a[i * m + s.col];
-              da[i * m + s.col] += dn * static_cast<float>((x > 0.f) - (x < 0.f));
-            }
-          }
+          newton_unrolled_backward(As.data() + p * mm, Pm, m, iters, G, dA.data() + p * mm, hist_t.data(),
+                                   work_t.data());
         }
       });
       return {dA};
@@ -312,13 +348,23 @@ Tensor newton_inverse(const Tensor& A, int64_t iters) {
 }
 
 // ---- SoftAttention ----------------------------------------------------------------
-SoftAttention::SoftAttention(const AttentionOptions& opt) : Attention(opt, "SoftAttention", 2) {
+SoftAttention::SoftAttention(const AttentionOptions& opt)
+    : Attention(opt, "SoftAttention", 2), nr_backward(parse_newton_backward(opt.nr_backward)) {
   check(opt.sr >= 1, "SoftAttention: option sr = ", opt.sr,
         " must be >= 1 (kernel = stride of the bottleneck on the token grid)");
   check(opt.bottleneck == "conv" || opt.bottleneck == "avgpool", "SoftAttention: option bottleneck = '",
         opt.bottleneck, "' is not one of: conv, avgpool");
   check(opt.nr_iters >= 0, "SoftAttention: option nr_iters = ", opt.nr_iters,
         " must be >= 0 (Newton–Raphson iterations, default 20)");
+  check(opt.ridge >= 0.f && std::isfinite(opt.ridge), "SoftAttention: option ridge = ", opt.ridge,
+        " must be >= 0 (0 = no ridge; the official code uses 0.01)");
+  check(opt.v_conv >= 0 && (opt.v_conv == 0 || opt.v_conv % 2 == 1), "SoftAttention: option v_conv = ",
+        opt.v_conv, " must be 0 (none) or an odd kernel size (the official models use 9, 5, 3)");
+  if (opt.v_conv > 0) {
+    // The official use_conv: Conv2d(h, h, k, padding k/2, groups h, no bias), PyTorch's init.
+    const int k = static_cast<int>(opt.v_conv), h = static_cast<int>(opt.num_heads);
+    v_conv = register_module("v_conv", std::make_shared<Conv2d>(h, h, k, 1, k / 2, h, /*bias=*/false));
+  }
   if (opt.bottleneck == "conv") {
     const int64_t d = head_dim();
     // The official Qlandmark_op (Conv2d(d, d, sr, stride sr, bias=False), shared by the
@@ -342,6 +388,15 @@ Tensor SoftAttention::landmarks(const Tensor& qs, int64_t H, int64_t W) const {
   return reshape(y, {B, h, m, d});
 }
 
+Tensor SoftAttention::conv_v(const Tensor& v, int64_t H, int64_t W) const {
+  const int64_t B = v.size(0), h = v.size(1), N = v.size(2), d = v.size(3), n_extra = N - H * W;
+  Tensor grid = n_extra == 0 ? v : narrow(v, 2, n_extra, H * W);
+  // (B, h, H·W, d) -> (B, d, h, H·W) -> (B·d, h, H, W): the heads are the conv's channels
+  Tensor img = reshape(permute(grid, {0, 3, 1, 2}), {B * d, h, H, W});
+  Tensor y = permute(reshape(v_conv->forward(img), {B, d, h, H * W}), {0, 2, 3, 1});  // (B, h, H·W, d)
+  return n_extra == 0 ? y : cat({narrow(v, 2, 0, n_extra), y}, 2);
+}
+
 // q, v (B, h, N, d) -> (B, h, N, d)
 Tensor SoftAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) {
   const std::string& name = type_name();
@@ -359,6 +414,8 @@ Tensor SoftAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, in
   const int64_t n_extra = N - H * W;
   check(n_extra >= 0, name, ": token grid H = ", H, ", W = ", W, " has ", H * W, " tokens, more than N = ", N);
   check(H >= sr && W >= sr, name, ": token grid ", H, "x", W, " is smaller than the bottleneck kernel sr = ", sr);
+  check(!v_conv || q.size(1) == opt_.num_heads, name, ": q ", q.shape(), " has not the module's ",
+        opt_.num_heads, " heads that the v conv (v_conv = ", opt_.v_conv, ") has channels for");
   check(opt_.bottleneck != "conv" || d == head_dim(), name, ": head dim ", d, " of q ", q.shape(),
         " is not the module's ", head_dim());
 
@@ -369,9 +426,10 @@ Tensor SoftAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, in
   Tensor qt = landmarks(grid, H, W);                        // q̃ (B, h, m, d)
   Tensor P = gaussian_kernel(qt, qs, 0.5f, &exp_calls_);    // (B, h, m, N)
   Tensor A = gaussian_kernel(qt, qt, 0.5f, &exp_calls_);    // (B, h, m, m)
-  Tensor A_inv = newton_inverse(A, opt_.nr_iters);          // (B, h, m, m)
+  Tensor A_inv = newton_inverse(A, opt_.nr_iters, opt_.ridge, nr_backward);  // (B, h, m, m)
   Tensor Pv = matmul(P, v);                                 // (B, h, m, d)
-  return matmul(P, matmul(A_inv, Pv), /*trans_a=*/true);    // Pᵀ (A† P v): (B, h, N, d)
+  Tensor out = matmul(P, matmul(A_inv, Pv), /*trans_a=*/true);  // Pᵀ (A⁺ P v): (B, h, N, d)
+  return v_conv ? add(out, conv_v(v, H, W)) : out;
 }
 
 Tensor SoftAttention::forward(const Tensor& x, int64_t H, int64_t W) {

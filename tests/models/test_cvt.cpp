@@ -102,11 +102,11 @@ TEST_CASE("parameter counts of the other variants: the same, + XCA temperatures,
     // XCA: temperature (h) per block: 1·1 + 2·2 + 4·3 = 17.
     if (v == "xca") want += 17;
     // SOFT: no conv_proj_k (9C + 2C) nor proj_k (C² + C) per block; the conv bottleneck
-    // (d·d·2·2 weight, LayerNorm 2d) in its core.
+    // (d·d·2·2 weight, LayerNorm 2d) and the official 3×3 v conv (h·9 weight) in its core.
     if (v == "soft")
       for (auto [C, h, n] : {std::tuple{16, 1, 1}, std::tuple{32, 2, 2}, std::tuple{48, 4, 3}}) {
         const int64_t d = C / h;
-        want -= n * (12 * C + C * C) - n * (4 * d * d + 2 * d);
+        want -= n * (12 * C + C * C) - n * (4 * d * d + 2 * d + 9 * h);
       }
     CHECK(CvT(cfg).num_parameters() == want);
   }
@@ -366,6 +366,8 @@ TEST_CASE("SOFT core with a cls token = Pᵀ A⁻¹ P v with landmarks from the 
   opt.num_heads = h;
   opt.bottleneck = "avgpool";
   opt.nr_iters = 30;
+  opt.ridge = 0.f;  // the plain inverse and no v conv: the formula below
+  opt.v_conv = 0;
   opt.projections = false;
   SoftAttention core(opt);
   Tensor q = mul(randn_leaf({B, h, N, d}, 31, false), 0.5f), v = randn_leaf({B, h, N, d}, 32, false);

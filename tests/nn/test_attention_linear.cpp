@@ -1,9 +1,11 @@
 // LinearEluAttention, CosformerAttention and their shared fused core linear_attention:
 // gradients, agreement with the composition of core ops, hand-worked values, the exp
-// count, the eps that keeps an all-zero φ(q) row finite, and errors.
+// count, the eps that keeps an all-zero φ(q) row finite, and errors; the cosFormer
+// re-weightings cos1d / cos2d against the quadratic form with the cosines taken directly.
 #include "attention_testing.h"
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -29,6 +31,31 @@ Tensor composed_core(const Tensor& q, const Tensor& k, const Tensor& v, FeatureM
   return div(matmul(fq, kv), den);
 }
 
+// The re-weighting matrix C (N, N) from the angles directly, not from the factors:
+// cos1d  C_ij = cos(π/2 (i − j)/N);  cos2d  C_ij = cos(π/2 (r_i − r_j)/H) cos(π/2 (c_i − c_j)/W),
+// tokens before the grid at r = c = 0 (grid rows, cols from 1).
+Tensor reweight_matrix(Reweight r, int64_t N, int64_t H = 0, int64_t W = 0) {
+  const double hp = 1.5707963267948966;
+  std::vector<float> c(N * N);
+  const int64_t extra = N - H * W;
+  auto row = [&](int64_t i) { return i < extra ? 0 : (i - extra) / W + 1; };
+  auto col = [&](int64_t i) { return i < extra ? 0 : (i - extra) % W + 1; };
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      c[i * N + j] = static_cast<float>(
+          r == Reweight::Cos1d ? std::cos(hp * static_cast<double>(i - j) / N)
+                               : std::cos(hp * static_cast<double>(row(i) - row(j)) / H) *
+                                     std::cos(hp * static_cast<double>(col(i) - col(j)) / W));
+  return from_vector(c, {N, N});
+}
+
+// The official left_product: S = (φ(q) φ(k)ᵀ) ⊙ C, out = S v / max(S 1, eps), composed.
+Tensor reweighted_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& C,
+                           float eps = kLinearAttentionEps) {
+  Tensor S = mul(matmul(relu(q), relu(k), false, true), C);  // (B, h, N, N)
+  return div(matmul(S, v), clamp_min(sum(S, {3}, true), eps));
+}
+
 struct Case {
   int64_t B, h, N, d;
 };
@@ -52,9 +79,11 @@ AttentionOptions small_options(const std::string& variant) {
   return attention_options(variant, 8, 2);
 }
 
-std::shared_ptr<Attention> make(const std::string& variant) {
-  if (variant == "linear_elu") return std::make_shared<LinearEluAttention>(small_options(variant));
-  return std::make_shared<CosformerAttention>(small_options(variant));
+std::shared_ptr<Attention> make(const std::string& variant, const std::string& reweight = "none") {
+  AttentionOptions o = small_options(variant);
+  o.reweight = reweight;
+  if (variant == "linear_elu") return std::make_shared<LinearEluAttention>(o);
+  return std::make_shared<CosformerAttention>(o);
 }
 
 }  // namespace
@@ -189,4 +218,88 @@ TEST_CASE("linear attention: the qk hook sees q and k, errors name the culprit")
   Tensor q = randn({1, 2, 3, 4}), k = randn({1, 2, 3, 5});
   CHECK(error_message([&] { linear_attention(q, k, q, FeatureMap::Relu); }).find("linear_attention") != std::string::npos);
   CHECK(error_message([&] { linear_attention(q, q, q, FeatureMap::Relu, 0.f); }).find("eps") != std::string::npos);
+}
+
+// ---- cosFormer re-weighting -----------------------------------------------------------
+
+TEST_CASE("reweight_factors: sum_t w_it w_jt is the cosine matrix (cos1d, cos2d, with a class token)") {
+  struct R { Reweight r; int64_t N, H, W; };
+  for (R c : {R{Reweight::Cos1d, 7, 0, 0}, R{Reweight::Cos2d, 12, 3, 4}, R{Reweight::Cos2d, 13, 3, 4}}) {
+    CAPTURE(c.N);
+    Tensor w = reweight_factors(c.r, c.N, c.H, c.W);
+    CHECK(w.shape() == Shape{c.N, c.r == Reweight::Cos1d ? 2 : 4});
+    check_close(matmul(w, w, false, true), reweight_matrix(c.r, c.N, c.H, c.W), 1e-6f, 1e-6f);
+  }
+  CHECK(!reweight_factors(Reweight::None, 5).defined());
+}
+
+TEST_CASE("cosformer cos1d: known values worked by hand") {
+  // N = 2, d = 1, q = k = (1, 1), v = (2, 4): θ = (π/4, π/2), C_12 = cos(π/4) = 0.70710678
+  // out_1 = (2 + 0.70710678·4)/(1 + 0.70710678) = 2.82842712
+  // out_2 = (0.70710678·2 + 4)/(1 + 0.70710678) = 3.17157288
+  Tensor q = from_vector({1, 1}, {1, 1, 2, 1}), v = from_vector({2, 4}, {1, 1, 2, 1});
+  check_close(linear_attention(q, q, v, FeatureMap::Relu, kLinearAttentionEps, nullptr,
+                               reweight_factors(Reweight::Cos1d, 2), true),
+              {2.82842712f, 3.17157288f}, 1e-5f, 1e-5f);
+}
+
+TEST_CASE("cosformer: clamp_den is max(s, eps), not s + eps") {
+  // as the eps test above with eps = 1: s = 2, num = 2 -> clamp 2/2 = 1, add 2/3
+  Tensor q2 = from_vector({1, 0, 0, 2}, {1, 1, 2, 2}), k2 = from_vector({1, 0, 1, 1}, {1, 1, 2, 2});
+  Tensor w = ones({2, 1});
+  CHECK(linear_attention(q2, k2, k2, FeatureMap::Relu, 1.f, nullptr, w, true).at({0, 0, 0, 0}) ==
+        doctest::Approx(1.f));
+  CHECK(linear_attention(q2, k2, k2, FeatureMap::Relu, 1.f, nullptr, w, false).at({0, 0, 0, 0}) ==
+        doctest::Approx(2.f / 3.f));
+}
+
+TEST_CASE("cosformer cos1d / cos2d: fused == the quadratic form (forward and gradients), and gradcheck") {
+  struct R { Reweight r; int64_t N, H, W; };
+  for (R c : {R{Reweight::Cos1d, 6, 0, 0}, R{Reweight::Cos1d, 3, 0, 0}, R{Reweight::Cos2d, 6, 2, 3},
+              R{Reweight::Cos2d, 7, 2, 3}}) {
+    for (int64_t h : {1, 2}) {
+      CAPTURE(c.N);
+      CAPTURE(c.H);
+      CAPTURE(h);
+      const Shape sh{2, h, c.N, 4};
+      Tensor q = away_from_zero_leaf(sh, 0.1f, 2.f, 71), k = away_from_zero_leaf(sh, 0.1f, 2.f, 72),
+             v = randn_leaf(sh, 73);
+      const Tensor w = reweight_factors(c.r, c.N, c.H, c.W), C = reweight_matrix(c.r, c.N, c.H, c.W);
+      auto fused = [&](auto& x) {
+        return linear_attention(x[0], x[1], x[2], FeatureMap::Relu, kLinearAttentionEps, nullptr, w, true);
+      };
+      check_same(fused, [&](auto& x) { return reweighted_composed(x[0], x[1], x[2], C); }, {q, k, v});
+      CHECK_GRADCHECK(fused, {q, k, v});
+    }
+  }
+}
+
+TEST_CASE("CosformerAttention reweight: module gradcheck of x and every parameter, errors") {
+  for (const std::string rw : {"cos1d", "cos2d"}) {
+    CAPTURE(rw);
+    auto m = make("cosformer", rw);
+    randomize_parameters(*m, 81, 0.4f);
+    GradcheckOptions go;
+    go.eps = 1e-3;  // relu kinks move with every parameter; a step of 1e-3 keeps to one side
+    Tensor x = randn_leaf({2, 7, 8}, 82);  // a class token and a 2×3 grid
+    gradcheck_module(*m, x, go, [&](const Tensor& t) { return m->forward(t, 2, 3); });
+    // module == its composition with the quadratic form
+    NoGradGuard ng;
+    Tensor t = permute(reshape(linear(x, m->qkv->weight, m->qkv->bias), {2, 7, 3, 2, 4}), {2, 0, 3, 1, 4});
+    Tensor o = reweighted_composed(squeeze(narrow(t, 0, 0, 1), 0), squeeze(narrow(t, 0, 1, 1), 0),
+                                   squeeze(narrow(t, 0, 2, 1), 0),
+                                   reweight_matrix(parse_reweight(rw), 7, 2, 3));
+    o = reshape(permute(o, {0, 2, 1, 3}), {2, 7, 8});
+    check_close(m->forward(x, 2, 3), linear(o, m->proj->weight, m->proj->bias), 1e-5f, 1e-4f);
+  }
+  auto m2 = make("cosformer", "cos2d");
+  CHECK(error_message([&] { m2->forward(randn_leaf({1, 6, 8}, 83, false)); }).find("cos2d needs the token grid") !=
+        std::string::npos);
+  CHECK(error_message([&] { m2->forward(randn_leaf({1, 6, 8}, 83, false), 3, 3); }).find("more than N = 6") !=
+        std::string::npos);
+  CHECK(error_message([&] { make("cosformer", "cos3d"); }).find("not one of: none, cos1d, cos2d") != std::string::npos);
+  CHECK(error_message([&] { make("linear_elu", "cos1d"); }).find("is a cosformer option") != std::string::npos);
+  Tensor q = randn({1, 1, 3, 2});
+  CHECK(error_message([&] { linear_attention(q, q, q, FeatureMap::Relu, 1e-6f, nullptr, ones({4, 2})); })
+            .find("(N = 3, T)") != std::string::npos);
 }

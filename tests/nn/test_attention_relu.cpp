@@ -214,6 +214,28 @@ TEST_CASE("ReluAttention: module == composed (qkv, qk LayerNorm, core, gate on x
     }
 }
 
+TEST_CASE("ReluAttention: qk_norm_bias = false is Flax's normalize_qk (scale only): names, composed, gradcheck") {
+  AttentionOptions o = small_options("relu", true, false);
+  o.qk_norm_bias = false;
+  auto m = std::make_shared<ReluAttention>(o);
+  randomise(*m, 53);
+  std::vector<std::string> names;
+  for (auto& [name, p] : m->named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"qkv.weight", "qkv.bias", "proj.weight", "proj.bias", "q_norm.weight",
+                                          "k_norm.weight"});
+  CHECK(!m->q_norm->bias.defined());
+  Tensor x = randn_leaf({2, 5, 8}, 54, false);
+  Tensor t = permute(reshape(linear(x, m->qkv->weight, m->qkv->bias), {2, 5, 3, 2, 4}), {2, 0, 3, 1, 4});
+  Tensor q = layer_norm(squeeze(narrow(t, 0, 0, 1), 0), m->q_norm->weight, Tensor(), 1e-6f);
+  Tensor k = layer_norm(squeeze(narrow(t, 0, 1, 1), 0), m->k_norm->weight, Tensor(), 1e-6f);
+  Tensor out = composed_core(q, k, squeeze(narrow(t, 0, 2, 1), 0), ScoreFn::Relu, 1.f);
+  out = reshape(permute(out, {0, 2, 1, 3}), {2, 5, 8});
+  check_close(m->forward(x), linear(out, m->proj->weight, m->proj->bias), 1e-5f, 1e-4f);
+  GradcheckOptions go;
+  go.eps = 1e-3;
+  gradcheck_module(*m, randn_leaf({2, 5, 8}, 55), go);
+}
+
 TEST_CASE("ReluAttention: gradcheck w.r.t. x and every parameter (qk_norm, gate on / off)") {
   for (const char* name : {"relu", "relu2", "gelu", "softplus"})
     for (bool qk_norm : {false, true})
