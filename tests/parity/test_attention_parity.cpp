@@ -17,7 +17,7 @@
 
 #include "models/registry.h"
 #include "nn/attention/attention.h"
-#include "train/benchmark.h"
+#include "nn/attention/variants.h"
 
 using namespace sima;
 using namespace sima::testing;
