@@ -123,24 +123,24 @@ std::function<std::shared_ptr<Attention>(const AttentionOptions&)> make() {
 
 std::vector<AttentionVariant> build_table() {
   const auto sima_norm = choice("norm", &AttentionOptions::norm, {"l1", "l2", "none"},
-                                "sima: how q and k are normalised over the tokens per channel (l1: the paper)");
+                                "how q and k are normalised over the tokens per channel (l1: the paper)");
   const auto sima_order = choice("order", &AttentionOptions::order, {"auto", "qk_first", "kv_first"},
-                                 "sima: product order; auto = (q k^T) v iff N < d, as the official code");
+                                 "product order; auto = (q k^T) v iff N < d, as the official code");
   const auto sima_eps = at_least<float>("eps", &AttentionOptions::eps, 0.f, true,
-                                        "sima: floor of the q, k channel norms (F.normalize's eps)");
-  const auto relu_alpha = finite("alpha", &AttentionOptions::alpha, "relu: the output is scaled by N^-alpha");
+                                        "floor of the q, k channel norms (F.normalize's eps)");
+  const auto relu_alpha = finite("alpha", &AttentionOptions::alpha, "the output is scaled by N^-alpha");
   const auto relu_fn = choice("fn", &AttentionOptions::fn,
                               {"relu", "relu2", "gelu", "softplus", "identity", "relu6", "sigmoid"},
-                              "relu: the function applied to the scores q k^T / sqrt(d)");
-  const auto relu_qk_norm = flag("qk_norm", &AttentionOptions::qk_norm, "relu: LayerNorm over d on q and k");
+                              "the function applied to the scores q k^T / sqrt(d)");
+  const auto relu_qk_norm = flag("qk_norm", &AttentionOptions::qk_norm, "LayerNorm over d on q and k");
   const auto relu_gate = flag("gate", &AttentionOptions::gate,
-                              "relu: multiply the merged heads by Linear(C, C)(x) before proj");
+                              "multiply the merged heads by Linear(C, C)(x) before proj");
   const auto soft_sr = at_least<int64_t>("sr", &AttentionOptions::sr, 1, false,
-                                         "soft: bottleneck kernel = stride on the token grid");
+                                         "bottleneck kernel = stride on the token grid");
   const auto soft_bottleneck = choice("bottleneck", &AttentionOptions::bottleneck, {"conv", "avgpool"},
-                                      "soft: how the bottleneck tokens are made from q");
+                                      "how the bottleneck tokens are made from q");
   const auto soft_iters = at_least<int64_t>("nr_iters", &AttentionOptions::nr_iters, 0, false,
-                                            "soft: Newton-Raphson iterations of the pseudo-inverse");
+                                            "Newton-Raphson iterations of the pseudo-inverse");
 
   AttentionTraits softmax_traits;
   softmax_traits.strided_kv = softmax_traits.softmax_row = true;
