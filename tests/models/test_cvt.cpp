@@ -12,6 +12,7 @@
 #include "core/parallel.h"
 #include "models/cvt.h"
 #include "nn/attention/sima.h"
+#include "nn/attention/soft.h"
 #include "nn/attention/variants.h"
 
 using namespace sima;
