@@ -47,8 +47,8 @@ std::string describe(const Attention& a) { return a.options().variant + " (" + a
 // d^-½ or CvT's C^-½ (the official quirk, models/cvt_attention.h).
 float softmax_scale(const Attention& a, int64_t layer) {
   check(attention_variant(a.options().variant).traits.softmax_row, "the class token's attention row (which = cls) "
-        "needs a variant that forms softmax rows over the tokens: layer ", layer, " is ", describe(a),
-        ", which forms none; use q, k or both");
+        "needs softmax attention: layer ", layer, " is ", describe(a),
+        ", which forms no softmax attention matrix; use q, k or both");
   return a.softmax_scale();
 }
 

@@ -96,7 +96,7 @@ TEST_CASE("every variant: heatmap token maps; the class row exactly for traits.s
         CHECK(sum > 0.0);
         CHECK(sum <= 1.0 + 1e-5);  // a share of the softmax row (the rest went to the class key)
       } else {
-        CHECK_THROWS_WITH_AS(token_maps(*model, x, -1, true), doctest::Contains("forms none"), Error);
+        CHECK_THROWS_WITH_AS(token_maps(*model, x, -1, true), doctest::Contains("forms no softmax attention matrix"), Error);
       }
     }
   }
