@@ -28,7 +28,7 @@ struct OneThread {
 // One model per architecture, with 16x16 (DeiT: 4x4 grid + cls), 32x32 (XCiT: 4x4 grid) and
 // 28x28 grey (CvT: grids 7, 4, 2 (+ cls in the last stage)) images.
 struct Arch {
-  const char* name;
+  std::string name;
   json config;
   Shape image;
 };
@@ -88,7 +88,7 @@ TEST_CASE("every variant: heatmap token maps; the class row exactly for traits.s
       CHECK(tm.q.size() == size_t(tm.layout.q.height * tm.layout.q.width));
       CHECK(tm.k.size() == size_t(tm.layout.k.height * tm.layout.k.width));
       for (float f : tm.q) CHECK(std::isfinite(f));
-      if (std::string(a.name) == "xcit") continue;  // its self-attention layers see no class token
+      if (a.name == "xcit") continue;  // its self-attention layers see no class token
       if (softmax_row) {
         const TokenMaps with_cls = token_maps(*model, x, -1, true);
         double sum = 0.0;
