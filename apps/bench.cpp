@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "nn/attention/variants.h"
 #include "train/benchmark.h"
 #include "train/cli.h"
 
@@ -35,7 +36,9 @@ int run_attention(int argc, const char* const* argv) {
   cli.flag("dim", "D", "model width C (heads x head width)", false, "512");
   cli.flag("heads", "H", "heads", false, "8");
   cli.flag("batch", "B", "batch size", false, "8");
-  cli.flag("variants", "LIST", "all, or a comma-separated list of variants", false, "all");
+  std::string names;
+  for (const auto& v : attention_variant_names()) names += (names.empty() ? "" : ", ") + v;
+  cli.flag("variants", "LIST", "all, or a comma-separated list of: " + names, false, "all");
   cli.flag("order", "LIST", "SimA's product orders, comma-separated: auto | qk_first | kv_first", false, "auto");
   cli.flag("preset", "NAME",
            "the paper's shapes: table3 | fig1_tokens | fig1_dim (overrides --n/--dim/--heads/--batch/--order)");

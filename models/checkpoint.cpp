@@ -55,7 +55,7 @@ std::shared_ptr<Model> load_checkpoint(const std::string& path) {
   for (auto& [name, t] : f.tensors) file_floats += t.numel();
   std::shared_ptr<Model> model;
   try {
-    const ModelConfig cfg = config_from_json(j, ModelConfig(), "config");
+    const ModelConfig cfg = stored_config_from_json(j, "config");
     AllocationBudget budget(2 * file_floats * int64_t(sizeof(float)) + (int64_t(1) << 20),
                             "the model config describes a larger model than the file's " +
                                 std::to_string(file_floats) + " values");

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/shape_ops.h"
+#include "nn/attention/variants.h"
 #include "nn/init.h"
 
 namespace sima {
@@ -125,7 +126,7 @@ std::vector<int64_t> cvt_grid_sizes(const ModelConfig& cfg, int64_t img_size) {
   check(cfg.drop_rate >= 0.f && cfg.drop_rate < 1.f, "CvT: drop_rate must be in [0, 1), got ", cfg.drop_rate);
   check(cfg.attn_drop_rate >= 0.f && cfg.attn_drop_rate < 1.f, "CvT: attn_drop_rate must be in [0, 1), got ",
         cfg.attn_drop_rate);
-  const bool soft = cfg.attention.variant == "soft";
+  const int64_t min_side = attention_min_grid_side(cfg.attention);  // SOFT: its bottleneck sr
   std::vector<int64_t> sides;
   int64_t side = img_size;
   check(img_size > 0, "CvT: img_size must be > 0, got ", img_size);
@@ -144,8 +145,9 @@ std::vector<int64_t> cvt_grid_sizes(const ModelConfig& cfg, int64_t img_size) {
     side = side + 2 * p < k ? 0 : (side + 2 * p - k) / s + 1;
     check(side >= 1, "CvT: img_size ", img_size, " is too small: stage ", i, "'s embedding (stage_embed_kernel ",
           k, ", stage_embed_stride ", s, ", stage_embed_padding ", p, ") leaves no token");
-    check(!soft || side >= cfg.attention.sr, "CvT: img_size ", img_size, " gives stage ", i, " a ", side, "x",
-          side, " token grid, smaller than the SOFT bottleneck attention.sr = ", cfg.attention.sr);
+    check(side >= min_side, "CvT: img_size ", img_size, " gives stage ", i, " a ", side, "x", side,
+          " token grid, smaller than the ", cfg.attention.variant, " attention's options allow (side >= ", min_side,
+          ": ", attention_options_to_json(cfg.attention).dump(), ")");
     sides.push_back(side);
   }
   return sides;
@@ -174,7 +176,7 @@ Tensor CvT::forward_features(const Tensor& images) {
     int64_t side = images.size(d);
     for (size_t i = 0; i < stages.size(); ++i) {
       side = stages[i]->patch_embed->out_size(side);
-      check(side >= 1 && (cfg_.attention.variant != "soft" || side >= cfg_.attention.sr), "CvT: images ",
+      check(side >= attention_min_grid_side(cfg_.attention), "CvT: images ",
             images.shape(), " are too small: stage ", i, " gets ", side, " tokens per side");
     }
   }

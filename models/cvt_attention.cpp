@@ -7,14 +7,12 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/matmul.h"
 #include "core/ops/shape_ops.h"
-#include "core/rng.h"
-#include "nn/attention/relu_attention.h"
-#include "nn/attention/softmax_attention.h"
+#include "nn/attention/variants.h"
 
 namespace sima {
 
 int64_t cvt_kv_stride(const std::string& variant, int64_t stride_kv) {
-  return variant == "softmax" || variant == "sima" ? stride_kv : 1;
+  return attention_variant(variant, "CvtAttention").traits.strided_kv ? stride_kv : 1;
 }
 
 // ---- conv projection ------------------------------------------------------------
@@ -41,22 +39,13 @@ Tensor CvtConvProjection::forward_tokens(const Tensor& tokens, int64_t H, int64_
 // ---- cores ----------------------------------------------------------------------
 
 namespace {
-AttentionOptions core_only(AttentionOptions opt) {
+// The variant's core alone, with the official CvT softmax scale C^-½ (not d^-½).
+AttentionOptions cvt_core_options(AttentionOptions opt) {
   opt.projections = false;
+  opt.softmax_scale = 1.f / std::sqrt(static_cast<float>(opt.dim));
   return opt;
 }
 }  // namespace
-
-CvtSoftmaxCore::CvtSoftmaxCore(const AttentionOptions& opt)
-    : Attention(core_only(opt), "CvtSoftmaxAttention") {}
-
-// q (B, h, Nq, d), k, v (B, h, Nk, d) -> (B, h, Nq, d)
-Tensor CvtSoftmaxCore::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t, int64_t) {
-  if (qk_hook) qk_hook(q, k);
-  const float scale = 1.f / std::sqrt(static_cast<float>(opt_.dim));  // C^-½, not d^-½
-  return softmax_attention(q, k, v, scale, opt_.attn_drop, is_training(), rng(RngStream::Dropout),
-                           &exp_calls_);
-}
 
 // ---- the attention ----------------------------------------------------------------
 
@@ -69,20 +58,14 @@ CvtAttention::CvtAttention(const AttentionOptions& opt, int64_t stride, bool cls
   check(opt.dim > 0 && opt.num_heads > 0 && opt.dim % opt.num_heads == 0, "CvtAttention: num_heads ",
         opt.num_heads, " must divide the width ", opt.dim);
   check(stride >= 1, "CvtAttention: stride_kv must be >= 1, got ", stride);
-  const bool soft = opt.variant == "soft";  // q = k: no k projection
+  const bool shares_qk = attention_variant(opt.variant, "CvtAttention").traits.shares_qk;  // no k projection
   conv_proj_q = register_module("conv_proj_q", std::make_shared<CvtConvProjection>(dim, 1));
-  if (!soft) conv_proj_k = register_module("conv_proj_k", std::make_shared<CvtConvProjection>(dim, stride_kv));
+  if (!shares_qk) conv_proj_k = register_module("conv_proj_k", std::make_shared<CvtConvProjection>(dim, stride_kv));
   conv_proj_v = register_module("conv_proj_v", std::make_shared<CvtConvProjection>(dim, stride_kv));
   proj_q = register_module("proj_q", std::make_shared<Linear>(dim, dim, opt.qkv_bias));
-  if (!soft) proj_k = register_module("proj_k", std::make_shared<Linear>(dim, dim, opt.qkv_bias));
+  if (!shares_qk) proj_k = register_module("proj_k", std::make_shared<Linear>(dim, dim, opt.qkv_bias));
   proj_v = register_module("proj_v", std::make_shared<Linear>(dim, dim, opt.qkv_bias));
-  if (opt.variant == "softmax")
-    core = std::make_shared<CvtSoftmaxCore>(opt);
-  else if (soft)
-    core = std::make_shared<SoftAttention>(core_only(opt));
-  else
-    core = make_attention(core_only(opt));  // validates the variant name and its options
-  register_module("core", core);
+  core = register_module("core", make_attention(cvt_core_options(opt)));
   proj = register_module("proj", std::make_shared<Linear>(dim, dim));
   proj_drop = register_module("proj_drop", std::make_shared<Dropout>(opt.proj_drop));
 }
@@ -111,8 +94,7 @@ Tensor CvtAttention::forward(const Tensor& x, int64_t H, int64_t W) {
 
   const int64_t Nq = q.size(2);
   Tensor o = reshape(permute(core->core(q, k, v, H, W), {0, 2, 1, 3}), {B, Nq, dim});  // (B, Nq, C)
-  if (auto* relu = dynamic_cast<ReluAttention*>(core.get()); relu && relu->gate)
-    o = mul(o, relu->gate->forward(x));  // ReLU attention's gate, on the block input
+  o = core->gate_heads(o, x);  // the variant's gate (relu's gate option), on the block input
   return proj_drop->forward(proj->forward(o));
 }
 

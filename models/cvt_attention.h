@@ -10,28 +10,25 @@
 //     q, k, v = proj_q(q), proj_k(k), proj_v(v)     Linear(C, C, qkv_bias) each
 //     heads (B, h, N, d), d = C / h  -> core -> merge (B, T + HW, C) -> proj -> proj_drop
 //
-// The core per variant (AttentionOptions.variant), the variants' own cores built
-// core-only (AttentionOptions.projections = false) except for the two CvT needs to adapt:
+// The core is the variant's own module (make_attention) built core-only
+// (AttentionOptions.projections = false); what CvT does around it comes from the variant's
+// traits in the table (nn/attention/variants.h), never from its name:
 //
-//   variant     k, v stride  core
-//   softmax     s_kv         CvtSoftmaxCore: softmax(q kᵀ · C^-½) v. The official scale
-//                            uses the full width C, not d (a quirk kept; docs/models.md §4).
-//   sima        s_kv         SimaAttention: q and k ℓ1-normalised over their own tokens.
-//   xca         1            q̂ᵀ k̂ sums over the tokens: k must be on q's tokens.
-//   relu        1            the fused cores take k, v of q's shape (the math would allow
-//   linear_elu  1            fewer keys, the implementations do not). relu keeps its own
-//   cosformer   1            d^-½ and N^-α; its gate multiplies the merged heads by gate(x).
-//   soft        1            SoftAttention: k = q (SOFT's one shared projection, so there is
-//                            no conv_proj_k / proj_k), v on q's tokens; the landmarks come
-//                            from the HW grid tokens only, the cls token is a plain token
-//                            of the Gaussian kernels.
+//   traits.strided_kv   k, v run with stride s_kv (softmax, sima); else stride 1: the core
+//                       needs k, v on q's tokens (xca's q̂ᵀ k̂ sums over them; the fused relu,
+//                       linear_elu and cosformer cores take k, v of q's shape).
+//   traits.shares_qk    k = q (soft: SOFT's one shared projection), so no conv_proj_k /
+//                       proj_k; soft's landmarks come from the HW grid tokens only.
+//   softmax_scale       set to C^-½ for every variant: the official CvT scales by the full
+//                       width C, not d (a quirk kept; docs/models.md §4); only variants that form
+//                       softmax rows read it (relu keeps its own d^-½ and N^-α).
+//   gate_heads          the core's gate (relu's gate option) on the merged heads and x.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "nn/attention/attention.h"
-#include "nn/attention/soft.h"
 #include "nn/conv.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
@@ -39,7 +36,7 @@
 
 namespace sima {
 
-// The k, v stride the variant runs with: stride_kv for softmax and sima, 1 for the rest.
+// The k, v stride the variant runs with: stride_kv when its traits allow strided k, v, else 1.
 int64_t cvt_kv_stride(const std::string& variant, int64_t stride_kv);
 
 // The official 'dw_bn' projection: conv (depthwise 3x3, pad 1, no bias) -> bn -> tokens.
@@ -54,13 +51,6 @@ class CvtConvProjection : public Module {
   std::shared_ptr<BatchNorm2d> bn;
 };
 
-// softmax(q kᵀ · C^-½) v with C the full width (the official CvT scale); Nq != Nk allowed.
-class CvtSoftmaxCore : public Attention {
- public:
-  explicit CvtSoftmaxCore(const AttentionOptions& opt);  // core only (no qkv / proj)
-  Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
-};
-
 class CvtAttention : public Module {
  public:
   // Uses opt.variant and the variant's options, opt.dim (C), opt.num_heads, opt.qkv_bias,
@@ -72,8 +62,8 @@ class CvtAttention : public Module {
 
   int64_t dim, num_heads, stride_kv;  // stride_kv: the one that runs (cvt_kv_stride)
   bool with_cls_token;
-  std::shared_ptr<CvtConvProjection> conv_proj_q, conv_proj_k, conv_proj_v;  // no k for soft
-  std::shared_ptr<Linear> proj_q, proj_k, proj_v;                            // no k for soft
+  std::shared_ptr<CvtConvProjection> conv_proj_q, conv_proj_k, conv_proj_v;  // no k when traits.shares_qk
+  std::shared_ptr<Linear> proj_q, proj_k, proj_v;                            // no k when traits.shares_qk
   std::shared_ptr<Attention> core;  // the variant's core, child "core"
   std::shared_ptr<Linear> proj;
   std::shared_ptr<Dropout> proj_drop;

@@ -9,6 +9,7 @@
 #include "models/cvt.h"
 #include "models/deit.h"
 #include "models/xcit.h"
+#include "nn/attention/variants.h"
 
 namespace sima {
 
@@ -112,16 +113,10 @@ Field list(std::vector<E> ModelConfig::*member, bool require_positive) {
 
 ModelConfig& self(ModelConfig& c) { return c; }
 const ModelConfig& cself(const ModelConfig& c) { return c; }
-AttentionOptions& att(ModelConfig& c) { return c.attention; }
-const AttentionOptions& catt(const ModelConfig& c) { return c.attention; }
 
 template <class T>
 Field top(T ModelConfig::*m, std::function<std::string(const T&)> ok = nullptr) {
   return scalar<T, ModelConfig>(m, self, cself, ok);
-}
-template <class T>
-Field attn(T AttentionOptions::*m, std::function<std::string(const T&)> ok = nullptr) {
-  return scalar<T, AttentionOptions>(m, att, catt, ok);
 }
 
 const std::map<std::string, Field>& model_fields() {
@@ -159,46 +154,6 @@ const std::map<std::string, Field>& model_fields() {
       {"stage_embed_padding", list(&ModelConfig::stage_embed_padding, false)},
       {"stage_drop_path", list(&ModelConfig::stage_drop_path, false)},
       {"stage_stride_kv", list(&ModelConfig::stage_stride_kv, true)},
-  };
-  return f;
-}
-
-const std::map<std::string, Field>& attention_fields() {
-  static const std::map<std::string, Field> f = {
-      {"type", attn(&AttentionOptions::variant,
-                    one_of({"softmax", "xca", "sima", "relu", "soft", "linear_elu", "cosformer", "performer",
-                            "nystromformer", "efficient", "linformer"}))},
-      {"norm", attn(&AttentionOptions::norm, one_of({"l1", "l2", "none"}))},
-      {"order", attn(&AttentionOptions::order, one_of({"auto", "qk_first", "kv_first"}))},
-      {"eps", attn(&AttentionOptions::eps, positive<float>())},
-      {"alpha", attn(&AttentionOptions::alpha)},
-      {"fn", attn(&AttentionOptions::fn,
-                  one_of({"relu", "relu2", "gelu", "softplus", "identity", "relu6", "sigmoid"}))},
-      {"qk_norm", attn(&AttentionOptions::qk_norm)},
-      {"qk_norm_bias", attn(&AttentionOptions::qk_norm_bias)},
-      {"gate", attn(&AttentionOptions::gate)},
-      {"sr", attn(&AttentionOptions::sr, positive<int64_t>())},
-      {"bottleneck", attn(&AttentionOptions::bottleneck, one_of({"conv", "avgpool"}))},
-      {"nr_iters", attn(&AttentionOptions::nr_iters)},
-      {"nb_features", attn(&AttentionOptions::nb_features)},
-      {"redraw_interval", attn(&AttentionOptions::redraw_interval)},
-      {"feature_seed", attn(&AttentionOptions::feature_seed)},
-      {"ortho_scaling", attn(&AttentionOptions::ortho_scaling)},
-      {"feature_eps", attn(&AttentionOptions::feature_eps, positive<float>())},
-      {"num_landmarks", attn(&AttentionOptions::num_landmarks, positive<int64_t>())},
-      {"pinv_iters", attn(&AttentionOptions::pinv_iters)},
-      {"pinv_init", attn(&AttentionOptions::pinv_init, one_of({"original", "exact"}))},
-      {"conv_kernel_size", attn(&AttentionOptions::conv_kernel_size)},
-      // linformer. The models overwrite num_tokens with their own N (image and patch size);
-      // it is read for a bare attention module (the parity harness, benches).
-      {"num_tokens", attn(&AttentionOptions::num_tokens)},
-      {"proj_len", attn(&AttentionOptions::proj_len)},
-      {"sharing", attn(&AttentionOptions::sharing, one_of({"headwise", "kv", "none"}))},
-      {"compress", attn(&AttentionOptions::compress, one_of({"kv", "input"}))},
-      {"ridge", attn(&AttentionOptions::ridge, non_negative<float>())},
-      {"v_conv", attn(&AttentionOptions::v_conv, non_negative<int64_t>())},
-      {"nr_backward", attn(&AttentionOptions::nr_backward, one_of({"inverse", "unrolled"}))},
-      {"reweight", attn(&AttentionOptions::reweight, one_of({"none", "cos1d", "cos2d"}))},
   };
   return f;
 }
@@ -315,15 +270,25 @@ ModelConfig config_from_json(const json& j, ModelConfig base, const std::string&
     base.name = name;
   }
   apply(model_fields(), base, j, where, {"attention", "name"});
-  if (j.contains("attention")) apply(attention_fields(), base, j["attention"], where + ".attention", {});
+  // model.attention: its keys, types and values come from the variant table (nn/attention/variants.h).
+  if (j.contains("attention")) base.attention = attention_options_from_json(j["attention"], base.attention, where + ".attention");
   return base;
 }
 
+json stored_config_json(const json& j) {
+  json out = j;
+  if (out.is_object() && out.contains("attention")) out["attention"] = drop_unread_default_keys(out["attention"]);
+  return out;
+}
+
+ModelConfig stored_config_from_json(const json& j, const std::string& where) {
+  return config_from_json(stored_config_json(j), ModelConfig(), where);
+}
+
 json config_to_json(const ModelConfig& c) {
-  json j = json::object(), a = json::object();
+  json j = json::object();
   for (auto& [k, f] : model_fields()) j[k] = f.write(c);
-  for (auto& [k, f] : attention_fields()) a[k] = f.write(c);
-  j["attention"] = a;
+  j["attention"] = attention_options_to_json(c.attention);
   return j;
 }
 

@@ -26,6 +26,12 @@ ModelConfig model_config(const std::string& name);
 ModelConfig config_from_json(const nlohmann::json& j, ModelConfig base = ModelConfig(),
                              const std::string& where = "model");
 nlohmann::json config_to_json(const ModelConfig& cfg);
+// config_from_json for a config a file stored (checkpoint metadata, a run's state): written
+// before the attention variant table, it may list attention keys its variant does not read,
+// at their defaults; those are dropped (nn/attention/variants.h, drop_unread_default_keys).
+ModelConfig stored_config_from_json(const nlohmann::json& j, const std::string& where = "config");
+// The same on the JSON alone.
+nlohmann::json stored_config_json(const nlohmann::json& j);
 
 std::shared_ptr<Model> create_model(const ModelConfig& cfg);
 std::shared_ptr<Model> create_model(const std::string& name);

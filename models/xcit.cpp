@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/shape_ops.h"
+#include "nn/attention/variants.h"
 #include "nn/init.h"
 
 namespace sima {
@@ -77,9 +78,9 @@ XCiT::XCiT(const ModelConfig& cfg) : Model(cfg, "XCiT") {
   co.dim = D;
   co.num_heads = cfg.num_heads;
   co.qkv_bias = cfg.qkv_bias;
+  // "": the form the variant's table row pairs with it (sima for sima, softmax otherwise).
   co.variant = !cfg.cls_attn_variant.empty() ? cfg.cls_attn_variant
-               : cfg.attention.variant == "sima" ? "sima"
-                                                 : "softmax";
+                                             : attention_variant(cfg.attention.variant, "XCiT").traits.class_attention;
   co.eps = 1e-6f;  // the SimA class attention's ℓ1 floor
   co.proj_drop = cfg.drop_rate;
   auto cls_list = register_module("cls_attn_blocks", module_list());

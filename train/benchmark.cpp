@@ -13,7 +13,7 @@
 #include "core/ops/gemm.h"
 #include "core/parallel.h"
 #include "models/registry.h"
-#include "nn/attention/attention.h"
+#include "nn/attention/variants.h"
 #include "train/config.h"
 #include "train/optim.h"
 
@@ -34,19 +34,13 @@ double median_ms(const std::function<void()>& f, const TimingOptions& timing) {
   return t[t.size() / 2];
 }
 
-std::vector<std::string> attention_variant_names() {
-  return {"softmax", "sima", "xca", "relu", "linear_elu", "cosformer", "soft", "performer", "nystromformer",
-          "efficient", "linformer"};
-}
-
 std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg) {
   check(cfg.batch >= 1 && cfg.tokens >= 1 && cfg.heads >= 1 && cfg.dim >= 1, "attention bench: batch, tokens, dim ",
         "and heads must be positive");
   check(cfg.dim % cfg.heads == 0, "attention bench: --heads ", cfg.heads, " does not divide --dim ", cfg.dim);
-  const std::vector<std::string> known = attention_variant_names();
-  std::vector<std::string> variants = cfg.variants.empty() ? known : cfg.variants;
-  for (auto& v : variants)
-    check(std::find(known.begin(), known.end(), v) != known.end(), "attention bench: unknown variant '", v, "'");
+  // Every row of the variant table (nn/attention/variants.h) unless a list is given.
+  std::vector<std::string> variants = cfg.variants.empty() ? attention_variant_names() : cfg.variants;
+  for (auto& v : variants) attention_variant(v, "attention bench");  // an unknown name lists the valid ones
   // The token grid (SOFT's bottleneck needs one): all N tokens when N is a square; else, when
   // N - 1 is a square (a class token then the patches, as in DeiT's 197 = 1 + 14²), the last
   // N - 1; else an N x 1 strip.
@@ -60,10 +54,10 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg) 
   for (auto& o : cfg.orders)
     check(o == "auto" || o == "qk_first" || o == "kv_first", "attention bench: order '", o,
           "' is not one of: auto, qk_first, kv_first");
-  // One run per variant, and per order for SimA.
+  // One run per variant, and per product order for the variants with an "order" option (SimA).
   std::vector<std::pair<std::string, std::string>> runs;  // (variant, order)
   for (const std::string& name : variants) {
-    if (name != "sima") runs.emplace_back(name, "");
+    if (!attention_variant(name).option("order")) runs.emplace_back(name, "");
     else
       for (const std::string& o : cfg.orders) runs.emplace_back(name, o);
   }
@@ -78,8 +72,8 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg) 
       opt.variant = name;
       opt.dim = cfg.dim;
       opt.num_heads = cfg.heads;
-      opt.num_tokens = cfg.tokens;  // linformer
-      if (name == "sima") opt.order = order;
+      if (!order.empty()) opt.order = order;
+      opt.num_tokens = cfg.tokens;  // linformer: the N its E, F are built for
       auto attn = make_attention(opt);
       Tensor x = randn({cfg.batch, cfg.tokens, cfg.dim});
       Tensor gy = randn({cfg.batch, cfg.tokens, cfg.dim});

@@ -25,7 +25,7 @@ struct AttentionBenchConfig {
   int64_t tokens = 256;  // N; a square number gives the (H, W) grid SOFT needs
   int64_t dim = 512;     // C = heads · head width
   int64_t heads = 8;
-  std::vector<std::string> variants;  // empty: every variant
+  std::vector<std::string> variants;  // empty: every row of the variant table (nn/attention/variants.h)
   // SimA's product orders, one row each: auto | qk_first | kv_first
   std::vector<std::string> orders = {"auto"};
   TimingOptions timing;
@@ -33,15 +33,13 @@ struct AttentionBenchConfig {
 
 struct AttentionBenchRow {
   std::string variant;
-  std::string order;        // sima only ("" for the others)
+  std::string order;        // variants with an "order" option (sima) only; "" for the others
   double forward_ms = 0.0;  // the whole block: qkv Linear, core, proj
   double train_ms = 0.0;    // forward + backward
   int64_t exp_calls = 0;    // per forward of the whole batch
   double gemm_gflop = 0.0;  // GEMM work of one forward (core/flops.h)
   std::string error;        // when the variant cannot run at this shape
 };
-
-std::vector<std::string> attention_variant_names();
 
 // The paper's shapes (SimA, Table 3 and Figure 1), each a list of configs built on `base`
 // (its variants and timing kept). SimA runs with the order the paper pins for the shape

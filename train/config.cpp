@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/utf8.h"
 #include "models/registry.h"
+#include "nn/attention/variants.h"
 #include "train/data_spec.h"
 
 namespace sima {
@@ -527,6 +528,19 @@ std::string config_reference_markdown() {
   s << "| `model` | object | `{}` | the model: a registry name and/or model keys (models/registry.h) |\n";
   for (auto& f : config_fields())
     s << "| `" << f.path << "` | " << f.type << " | `" << f.write(defaults).dump() << "` | " << f.help << " |\n";
+  // model.attention: from the variant table (nn/attention/variants.h); a key a variant does
+  // not read is an error, so each row says which variants read it.
+  const AttentionOptions attention;
+  std::string variants;
+  for (auto& v : attention_variants()) variants += (variants.empty() ? "" : ", ") + v.name;
+  s << "| `model.attention.type` | string | `" << json(attention.variant).dump() << "` | the attention variant: "
+    << variants << " |\n";
+  for (auto& r : attention_key_reference()) {
+    std::string readers;
+    for (auto& v : r.read_by) readers += (readers.empty() ? "" : ", ") + v;
+    s << "| `model.attention." << r.spec->key << "` | " << r.spec->type << " | `" << r.spec->write(attention).dump()
+      << "` | read by " << readers << ": " << r.spec->help << " (valid: " << r.spec->valid << ") |\n";
+  }
   return s.str();
 }
 
@@ -565,9 +579,12 @@ bool may_change_on_resume(const std::string& key) {
 void check_resume_config(const json& stored, const json& resolved, const std::string& state_path) {
   // A run saved before a config section existed lacks its keys: resolve the stored config
   // again so they take their defaults (what that run used) before comparing.
+  // A run saved before the attention variant table lists every attention key: the ones its
+  // variant does not read, at their defaults, are dropped (models/registry.h).
   json then = stored;
+  if (then.is_object() && then.contains("model")) then["model"] = stored_config_json(then["model"]);
   try {
-    then = experiment_to_json(experiment_from_json(stored, state_path));
+    then = experiment_to_json(experiment_from_json(then, state_path));
   } catch (const Error&) {
     // not a valid config today (a key since removed): compare as stored, naming the keys
   }

@@ -280,7 +280,7 @@ CheckpointEvalInfo read_checkpoint_eval_info(const std::string& path) {
   CheckpointEvalInfo info;
   check(meta.count("config"), path, ": no model config in the metadata (not a sima.cpp model checkpoint?)");
   try {
-    info.config = config_from_json(parse("config"), ModelConfig(), "config");
+    info.config = stored_config_from_json(parse("config"), "config");
   } catch (const Error& e) {
     fail(path, ": ", e.what());
   }

@@ -14,7 +14,7 @@
 #include "models/cvt.h"
 #include "models/deit.h"
 #include "models/xcit.h"
-#include "nn/attention/softmax_attention.h"
+#include "nn/attention/variants.h"
 
 namespace sima {
 
@@ -43,12 +43,13 @@ int64_t conv_out(int64_t side, const Conv2d& c) {
 std::string describe(const Attention& a) { return a.options().variant + " (" + a.type_name() + ")"; }
 
 // The scale inside the softmax of the attentions whose class-token row we can rebuild from
-// q and k: timm's d^-½, CvT's C^-½ (the official quirk, models/cvt_attention.h).
+// q and k (traits.softmax_row in the variant table): the module's softmax_scale(), timm's
+// d^-½ or CvT's C^-½ (the official quirk, models/cvt_attention.h).
 float softmax_scale(const Attention& a, int64_t layer) {
-  if (dynamic_cast<const SoftmaxAttention*>(&a)) return 1.f / std::sqrt(static_cast<float>(a.head_dim()));
-  if (dynamic_cast<const CvtSoftmaxCore*>(&a)) return 1.f / std::sqrt(static_cast<float>(a.options().dim));
-  fail("the class token's attention row (which = cls) needs softmax attention: layer ", layer, " is ", describe(a),
-       ", which forms no softmax attention matrix; use q, k or both");
+  check(attention_variant(a.options().variant).traits.softmax_row, "the class token's attention row (which = cls) "
+        "needs softmax attention: layer ", layer, " is ", describe(a),
+        ", which forms no softmax attention matrix; use q, k or both");
+  return a.softmax_scale();
 }
 
 // t (1, h, N, d): per patch token of `grid`, the ℓ2 norm over every head's channels.

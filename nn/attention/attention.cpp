@@ -1,5 +1,7 @@
 #include "nn/attention/attention.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "core/ops/dropout.h"
 #include "core/ops/shape_ops.h"
@@ -48,7 +50,11 @@ Tensor Attention::forward(const Tensor& x, int64_t H, int64_t W) {
         " must be (B, N, ", opt_.dim, ")");
   Tensor q, k, v;
   split_heads(qkv->forward(x), q, k, v);
-  return project(merge_heads(core(q, k, v, H, W)));
+  return project(gate_heads(merge_heads(core(q, k, v, H, W)), x));
+}
+
+float Attention::softmax_scale() const {
+  return opt_.softmax_scale > 0.f ? opt_.softmax_scale : 1.f / std::sqrt(static_cast<float>(head_dim()));
 }
 
 }  // namespace sima

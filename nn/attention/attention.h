@@ -8,7 +8,9 @@
 //   x (B, N, C) --qkv--> q, k, v (B, h, N, d) --core--> o (B, h, N, d) --merge, proj--> (B, N, C)
 //
 // A variant overrides core(); the few that differ before the core (SOFT shares
-// q = k) override forward() too.
+// q = k) override forward() too, and one with a gate (relu) overrides gate_heads().
+// Every variant is one row of the table in variants.h (name, factory, the option keys it
+// reads, its traits); docs/adding_a_variant.md.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -21,9 +23,7 @@
 namespace sima {
 
 struct AttentionOptions {
-  // softmax | xca | sima | relu | soft | linear_elu | cosformer | performer | nystromformer | efficient
-  // | linformer
-  std::string variant = "softmax";
+  std::string variant = "softmax";  // a row of the table in variants.h (attention_variant_names())
   int64_t dim = 0;                  // C
   int64_t num_heads = 8;            // h (d = C / h)
   bool qkv_bias = true;
@@ -43,6 +43,9 @@ struct AttentionOptions {
   int64_t sr = 2;                   // bottleneck kernel = stride on the (H, W) token grid
   std::string bottleneck = "conv";  // conv | avgpool
   int64_t nr_iters = 20;            // Newton–Raphson iterations for the pseudo-inverse
+  float ridge = 0.01f;              // iterate on A + ridge·I (0 = none)
+  int64_t v_conv = 3;               // depthwise conv on v added to the output, odd kernel (0 = none)
+  std::string nr_backward = "inverse";  // inverse (−Vᵀ G Vᵀ) | unrolled (through the iterations)
   // performer (defaults of lucidrains/performer-pytorch, docs/derivations/performer.md)
   int64_t nb_features = 0;         // m random features; 0: int(d·ln d)
   int64_t redraw_interval = 1000;  // training forward calls between redraws; 0: never
@@ -56,22 +59,21 @@ struct AttentionOptions {
   int64_t conv_kernel_size = 0;      // depthwise conv of v over tokens (odd); 0: none
   // linformer
   int64_t num_tokens = 0;  // N the module is built for (E, F are (k, N)); the models set it
-                           // from their image and patch size. Forward with another N is an error
+                           // from their image and patch size (not a JSON key). Another N is an error
   int64_t proj_len = 0;    // k, the tokens K and V are projected to; 0: num_tokens / 4 (fairseq's
                            // default --compressed 4), at least 1
   std::string sharing = "headwise";  // headwise (one E, F for all heads; fairseq's default) |
                                      // kv (E = F as well) | none (an E_i, F_i per head)
   std::string compress = "kv";  // kv: E, F act on k, v after the qkv Linear, E (x W_k + b_k) (the
                                 // paper, lucidrains) | input: on x before it, (E x) W_k + b_k (fairseq)
-  // soft (continued)
-  float ridge = 0.01f;              // iterate on A + ridge·I (0 = none)
-  int64_t v_conv = 3;               // depthwise conv on v added to the output, odd kernel (0 = none)
-  std::string nr_backward = "inverse";  // inverse (−Vᵀ G Vᵀ) | unrolled (through the iterations)
   // cosformer
   std::string reweight = "none";  // none (SimA Table 2) | cos1d (cosFormer Eq. 10) | cos2d (SimA A.4, needs H, W)
   // false: no qkv / proj Linear layers; only core() is usable. For models that make q, k, v
   // their own way (CvT's convolutional projections) and reuse a variant's core.
   bool projections = true;
+  // The scale inside the softmax of the variants that form softmax rows (traits.softmax_row);
+  // 0: d^-½ (timm). CvT sets C^-½, its official quirk (models/cvt_attention.h). Not a JSON key.
+  float softmax_scale = 0.f;
 };
 
 class Attention : public Module {
@@ -96,8 +98,15 @@ class Attention : public Module {
   // attention (after ℓ1 normalisation for SimA; plain q, k for the others). For heatmaps.
   std::function<void(const Tensor& q_hat, const Tensor& k_hat)> qk_hook;
 
+  // The merged heads o (B, N, C) on their way to proj, given the block input x (B, N, C): o
+  // itself, or the variant's gate applied to it (relu's gate(x) ⊙ o). Models that run core()
+  // themselves (CvT) call it between merging the heads and their proj.
+  virtual Tensor gate_heads(const Tensor& o, const Tensor& x) { return o; }
+
   const AttentionOptions& options() const { return opt_; }
   int64_t head_dim() const { return opt_.dim / opt_.num_heads; }
+  // options().softmax_scale, or d^-½ when it is 0.
+  float softmax_scale() const;
 
   std::shared_ptr<Linear> qkv, proj;  // null when options().projections is false
 
@@ -115,8 +124,9 @@ class Attention : public Module {
   int64_t exp_calls_ = 0;
 };
 
-// Builds the variant named by opt.variant; a clear error lists the valid names and
-// any invalid option value.
+// Builds the variant named by opt.variant through its table row (variants.h). A clear error
+// lists the valid names, names an invalid option value and its valid values, and rejects a
+// non-default value of an option the variant does not read (it would be silently ignored).
 std::shared_ptr<Attention> make_attention(const AttentionOptions& opt);
 
 }  // namespace sima

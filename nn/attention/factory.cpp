@@ -1,36 +1,26 @@
-// make_attention: AttentionOptions.variant -> the module. Each variant validates
-// its own options in its constructor.
+// make_attention: AttentionOptions.variant -> its row of the variant table (variants.h) ->
+// the module. The row's option specs check the values first; each variant's constructor
+// still checks its own options too (for code that builds it directly).
 #include "core/error.h"
 #include "nn/attention/attention.h"
-#include "nn/attention/efficient.h"
-#include "nn/attention/linear_attention.h"
-#include "nn/attention/nystromformer.h"
-#include "nn/attention/performer.h"
-#include "nn/attention/linformer.h"
-#include "nn/attention/relu_attention.h"
-#include "nn/attention/sima.h"
-#include "nn/attention/soft.h"
-#include "nn/attention/softmax_attention.h"
-#include "nn/attention/xca.h"
+#include "nn/attention/variants.h"
 
 namespace sima {
 
 std::shared_ptr<Attention> make_attention(const AttentionOptions& opt) {
-  const std::string& v = opt.variant;
-  if (v == "softmax") return std::make_shared<SoftmaxAttention>(opt);
-  if (v == "xca") return std::make_shared<XCAttention>(opt);
-  if (v == "sima") return std::make_shared<SimaAttention>(opt);
-  if (v == "relu") return std::make_shared<ReluAttention>(opt);
-  if (v == "soft") return std::make_shared<SoftAttention>(opt);
-  if (v == "linear_elu") return std::make_shared<LinearEluAttention>(opt);
-  if (v == "cosformer") return std::make_shared<CosformerAttention>(opt);
-  if (v == "performer") return std::make_shared<PerformerAttention>(opt);
-  if (v == "nystromformer") return std::make_shared<NystromAttention>(opt);
-  if (v == "efficient") return std::make_shared<EfficientAttention>(opt);
-  if (v == "linformer") return std::make_shared<LinformerAttention>(opt);
-  fail("attention variant '", v,
-       "' is unknown (allowed: softmax, xca, sima, relu, soft, linear_elu, cosformer, performer, nystromformer, "
-       "efficient, linformer)");
+  const AttentionVariant& row = attention_variant(opt.variant);
+  for (const auto& s : row.options) {
+    const std::string why = s.validate(opt);
+    check(why.empty(), "attention variant '", row.name, "': option ", why, " (valid: ", s.valid, ")");
+  }
+  // An option of another variant that is not at its default would be silently ignored.
+  const AttentionOptions defaults;
+  for (const auto& other : attention_variants())
+    for (const auto& s : other.options)
+      if (!row.option(s.key) && s.write(opt) != s.write(defaults))
+        fail("attention variant '", row.name, "' does not read option ", s.key, " (set to ", s.write(opt).dump(),
+             "; it reads: ", row.reads(), ")");
+  return row.make(opt);
 }
 
 }  // namespace sima

@@ -268,15 +268,9 @@ Tensor ReluAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, in
   return relu_attention(qn, kn, v, fn, opt_.alpha, &exp_calls_);
 }
 
-// x (B, N, C): as Attention::forward, with the merged heads times gate(x) before proj.
-Tensor ReluAttention::forward(const Tensor& x, int64_t H, int64_t W) {
-  if (!gate) return Attention::forward(x, H, W);
-  check(x.dim() == 3 && x.size(2) == opt_.dim, type_name(), ": input ", x.shape(),
-        " must be (B, N, ", opt_.dim, ")");
-  Tensor q, k, v;
-  check_projections();
-  split_heads(qkv->forward(x), q, k, v);
-  return project(mul(merge_heads(core(q, k, v, H, W)), gate->forward(x)));
+// o (B, N, C), the merged heads, times gate(x) (B, N, C) before proj.
+Tensor ReluAttention::gate_heads(const Tensor& o, const Tensor& x) {
+  return gate ? mul(o, gate->forward(x)) : o;
 }
 
 }  // namespace sima

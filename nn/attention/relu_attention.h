@@ -38,8 +38,8 @@ Tensor relu_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreFn
 class ReluAttention : public Attention {
  public:
   explicit ReluAttention(const AttentionOptions& opt);
-  Tensor forward(const Tensor& x, int64_t H, int64_t W) override;  // adds the gate
-  using Attention::forward;
+  // o ⊙ gate(x) with the gate option, else o.
+  Tensor gate_heads(const Tensor& o, const Tensor& x) override;
   // q_norm/k_norm (if qk_norm), then the fused relu_attention.
   Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
 

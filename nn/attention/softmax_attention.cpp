@@ -180,8 +180,7 @@ SoftmaxAttention::SoftmaxAttention(const AttentionOptions& opt) : Attention(opt,
 
 Tensor SoftmaxAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t, int64_t) {
   if (qk_hook) qk_hook(q, k);
-  const float scale = 1.f / std::sqrt(static_cast<float>(head_dim()));
-  return softmax_attention(q, k, v, scale, opt_.attn_drop, is_training(), rng(RngStream::Dropout),
+  return softmax_attention(q, k, v, softmax_scale(), opt_.attn_drop, is_training(), rng(RngStream::Dropout),
                            &exp_calls_);
 }
 

@@ -17,12 +17,13 @@
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "nn/attention/attention.h"
+#include "nn/attention/variants.h"
 #include "train/benchmark.h"
 
 using namespace sima;
 
 int main(int argc, char** argv) {
-  std::vector<std::string> variants = {"softmax", "sima", "xca", "relu", "linear_elu", "cosformer", "soft"};
+  std::vector<std::string> variants = attention_variant_names();  // every row of the table
   if (argc > 1) variants.assign(argv + 1, argv + argc);
   std::printf("%d threads; one attention core, ms (median of 7)\n", num_threads());
   struct S { int64_t B, N, C, h, H, W; };
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
       opt.num_heads = s.h;
       auto attn = make_attention(opt);
       Tensor q = randn({s.B, s.h, s.N, d}), k = randn({s.B, s.h, s.N, d}), v = randn({s.B, s.h, s.N, d});
-      if (name == "soft") k = q;  // SOFT shares q = k
+      if (attention_variant(name).traits.shares_qk) k = q;  // SOFT shares q = k
       Tensor gy = randn({s.B, s.h, s.N, d});
       for (Tensor* t : {&q, &k, &v}) t->requires_grad_();
       double f = median_ms([&] {

@@ -12,13 +12,16 @@
 #include "core/parallel.h"
 #include "models/cvt.h"
 #include "nn/attention/sima.h"
+#include "nn/attention/soft.h"
+#include "nn/attention/variants.h"
 
 using namespace sima;
 using namespace sima::testing;
 
 namespace {
 
-const std::vector<std::string> kVariants = {"softmax", "xca", "sima", "relu", "soft", "linear_elu", "cosformer"};
+// Every row of the variant table (nn/attention/variants.h).
+const std::vector<std::string> kVariants = attention_variant_names();
 
 std::map<std::string, Tensor> params_by_name(const Module& m) {
   std::map<std::string, Tensor> out;
@@ -232,10 +235,12 @@ TEST_CASE("small CvT (32x32, strides 2/2/2): every variant runs forward and back
     cfg.attention.variant = v;
     CHECK(cvt_grid_sizes(cfg, 32) == std::vector<int64_t>{16, 8, 4});
     CvT m(cfg);
-    // The k, v stride that runs: 2 where the core takes fewer keys than queries.
-    const int64_t want_stride = (v == "softmax" || v == "sima") ? 2 : 1;
+    // The k, v stride that runs: 2 where the core takes fewer keys than queries (the table's
+    // traits; their values for the paper's variants are checked in nn.test_attention_variants).
+    const AttentionTraits& traits = attention_variant(v).traits;
+    const int64_t want_stride = traits.strided_kv ? 2 : 1;
     CHECK(m.stages[1]->blocks[0]->attn->stride_kv == want_stride);
-    CHECK((m.stages[0]->blocks[0]->attn->proj_k == nullptr) == (v == "soft"));
+    CHECK((m.stages[0]->blocks[0]->attn->proj_k == nullptr) == traits.shares_qk);
 
     // q and k as the cores see them: the cls token in the last stage, strided keys.
     std::vector<Shape> q_shapes, k_shapes;
@@ -499,7 +504,7 @@ TEST_CASE("bad configs are errors naming the field") {
   c.attention.variant = "soft";
   c.img_size = 16;  // grids 8, 4, 2; sr 4 needs 4
   c.attention.sr = 4;
-  fails_with(c, "smaller than the SOFT bottleneck attention.sr = 4");
+  fails_with(c, "stage 2 a 2x2 token grid, smaller than the soft attention's options allow (side >= 4");
   c = base;
   c.attention.variant = "reformer";
   fails_with(c, "attention variant 'reformer' is unknown");

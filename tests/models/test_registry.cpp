@@ -90,12 +90,26 @@ TEST_CASE("JSON: unknown keys, wrong types and bad values name the key path") {
   CHECK(err(R"({"depth": "12"})") == R"(model.depth: expected an integer, got "12")");
   CHECK(err(R"({"depth": 0})") == "model.depth: must be positive, got 0");
   CHECK(err(R"({"drop_path_rate": 1.5})").rfind("model.drop_path_rate: must be in [0, 1), got 1.5", 0) == 0);
-  CHECK(err(R"({"attention": {"type": "reformer"}})") ==
-        "model.attention.type: 'reformer' is not one of: softmax, xca, sima, relu, soft, linear_elu, cosformer, "
-        "performer, nystromformer, efficient, linformer");
-  CHECK(err(R"({"attention": {"order": "sideways"}})") ==
+  CHECK(err(R"({"attention": {"type": "reformer"}})").rfind(
+            "model.attention.type: attention variant 'reformer' is unknown (allowed: softmax, xca, sima, ", 0) == 0);
+  CHECK(err(R"({"attention": {"type": "sima", "order": "sideways"}})") ==
         "model.attention.order: 'sideways' is not one of: auto, qk_first, kv_first");
-  CHECK(err(R"({"attention": {"tau": 1}})").rfind("model.attention.tau: unknown key", 0) == 0);
+  CHECK(err(R"({"attention": {"type": "sima", "eps": 0}})") == "model.attention.eps: must be > 0, got 0.0");
+  CHECK(err(R"({"attention": {"type": "soft", "sr": 0}})") == "model.attention.sr: must be >= 1, got 0");
+  CHECK(err(R"({"attention": {"type": "relu", "gate": 1}})") == "model.attention.gate: expected true or false, got 1");
+  // A key the chosen variant does not read: named with the variant and what it reads.
+  CHECK(err(R"({"attention": {"type": "softmax", "norm": "l2"}})") ==
+        "model.attention.norm: attention variant 'softmax' does not read 'norm' (it reads: type; read by: sima)");
+  CHECK(err(R"({"attention": {"type": "softmax", "gate": true}})") ==
+        "model.attention.gate: attention variant 'softmax' does not read 'gate' (it reads: type; read by: relu)");
+  CHECK(err(R"({"attention": {"type": "sima", "sr": 2}})") ==
+        "model.attention.sr: attention variant 'sima' does not read 'sr' (it reads: type, norm, order, eps; read by: "
+        "soft)");
+  CHECK(err(R"({"attention": {"order": "auto"}})") ==  // no type: the default variant, softmax
+        "model.attention.order: attention variant 'softmax' does not read 'order' (it reads: type; read by: sima)");
+  CHECK(err(R"({"attention": {"type": "sima", "tau": 1}})") ==
+        "model.attention.tau: attention variant 'sima' does not read 'tau' (it reads: type, norm, order, eps; no "
+        "variant reads it)");
   CHECK(err(R"({"stage_dims": [64, -1, 3]})") == "model.stage_dims[1]: must be positive");
   CHECK(err(R"({"name": "vit_huge"})").rfind("model.name: model 'vit_huge' is unknown", 0) == 0);
   CHECK(err(R"([1, 2])") == "model: expected a JSON object, got [1,2]");

@@ -17,7 +17,7 @@
 
 #include "models/registry.h"
 #include "nn/attention/attention.h"
-#include "train/benchmark.h"
+#include "nn/attention/variants.h"
 
 using namespace sima;
 using namespace sima::testing;
@@ -40,11 +40,12 @@ json load_reference() {
 }
 
 // The case's options exactly as a model config would give them: model.attention parsed by
-// the registry (the same validation as sima-train), then the layer's width and heads.
+// the registry (the same validation as sima-train), then the layer's width, heads and tokens.
 AttentionOptions case_options(const json& c) {
   AttentionOptions opt = config_from_json(json{{"attention", c.at("attention")}}).attention;
   opt.dim = c.at("dim").get<int64_t>();
   opt.num_heads = c.at("num_heads").get<int64_t>();
+  opt.num_tokens = c.at("tokens").get<int64_t>();  // as a model sets it (linformer's E, F are (k, N))
   return opt;
 }
 

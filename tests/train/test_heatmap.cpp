@@ -224,7 +224,8 @@ TEST_CASE("token_maps: the class-token row is the one the softmax core applies (
     const TokenMaps tm = token_maps(*model, x, -1, true);
     REQUIRE(tm.cls.size() == 4);  // the keys' 2x2 grid
     Attention& core = *dynamic_cast<CvT&>(*model).stages[2]->blocks[1]->attn->core;
-    CHECK(core.type_name() == "CvtSoftmaxAttention");
+    CHECK(core.type_name() == "SoftmaxAttention");
+    CHECK(core.softmax_scale() == doctest::Approx(1.f / std::sqrt(24.f)));  // CvT's C^-½ (C = 24), not d^-½
     NoGradGuard no_grad;
     const Tensor P = core.core(tm.q_hat, tm.k_hat, eye_values(3, 5), 4, 4);  // (1, 3, 17, 5)
     check_close_vec(tm.cls, cls_from_core(P, 1), 1e-5f);

@@ -83,12 +83,12 @@ class LinformerAttentionRef(nn.Module):
 
 def build(case):
     a = case["attention"]
-    return LinformerAttentionRef(case["dim"], case["num_heads"], a["num_tokens"], a.get("proj_len", 0),
+    return LinformerAttentionRef(case["dim"], case["num_heads"], case["tokens"], a.get("proj_len", 0),
                                  a.get("sharing", "headwise"), a.get("compress", "kv"))
 
 
 def _case(name, dim, heads, batch, tokens, grid, **attention):
-    return {"name": name, "attention": dict(type="linformer", num_tokens=tokens, **attention), "dim": dim,
+    return {"name": name, "attention": dict(type="linformer", **attention), "dim": dim,
             "num_heads": heads, "batch": batch, "tokens": tokens, "grid": grid, "mode": "eval", "build": build}
 
 

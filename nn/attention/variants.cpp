@@ -1,0 +1,332 @@
+// The variant table (variants.h): one row per attention variant, and what derives from it.
+#include "nn/attention/variants.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "core/error.h"
+#include "nn/attention/efficient.h"
+#include "nn/attention/linear_attention.h"
+#include "nn/attention/linformer.h"
+#include "nn/attention/nystromformer.h"
+#include "nn/attention/performer.h"
+#include "nn/attention/relu_attention.h"
+#include "nn/attention/sima.h"
+#include "nn/attention/soft.h"
+#include "nn/attention/softmax_attention.h"
+#include "nn/attention/xca.h"
+
+namespace sima {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// ---- option specs: a JSON key bound to one AttentionOptions field ---------------------
+
+// The JSON side of each field type: its word in the docs, the test, what an error expects.
+template <class T>
+struct JsonType;
+template <>
+struct JsonType<bool> {
+  static constexpr const char* word = "bool";
+  static constexpr const char* expected = "true or false";
+  static bool is(const json& v) { return v.is_boolean(); }
+};
+template <>
+struct JsonType<int64_t> {
+  static constexpr const char* word = "integer";
+  static constexpr const char* expected = "an integer";
+  static bool is(const json& v) { return v.is_number_integer(); }
+};
+template <>
+struct JsonType<float> {
+  static constexpr const char* word = "number";
+  static constexpr const char* expected = "a number";
+  static bool is(const json& v) { return v.is_number(); }
+};
+template <>
+struct JsonType<std::string> {
+  static constexpr const char* word = "string";
+  static constexpr const char* expected = "a string";
+  static bool is(const json& v) { return v.is_string(); }
+};
+
+template <class T>
+T json_as(const json& v, const std::string& path) {
+  check(JsonType<T>::is(v), path, ": expected ", JsonType<T>::expected, ", got ", v.dump());
+  return v.get<T>();
+}
+
+// why_not(value): "" when valid, else the reason ("must be > 0, got -1").
+template <class T>
+AttentionOptionSpec field(const char* key, T AttentionOptions::*member, std::string valid,
+                          std::function<std::string(const T&)> why_not, const char* help) {
+  AttentionOptionSpec s;
+  s.key = key;
+  s.type = JsonType<T>::word;
+  s.valid = valid;
+  s.help = help;
+  s.read = [=](AttentionOptions& o, const json& v, const std::string& path) {
+    T x = json_as<T>(v, path);
+    const std::string why = why_not ? why_not(x) : "";
+    check(why.empty(), path, ": ", why);
+    o.*member = x;
+  };
+  s.write = [=](const AttentionOptions& o) { return json(o.*member); };
+  s.validate = [=](const AttentionOptions& o) {
+    const std::string why = why_not ? why_not(o.*member) : "";
+    return why.empty() ? why : std::string(key) + ": " + why;
+  };
+  return s;
+}
+
+AttentionOptionSpec choice(const char* key, std::string AttentionOptions::*member,
+                           std::vector<std::string> allowed, const char* help) {
+  return field<std::string>(key, member, join(allowed), [=](const std::string& x) {
+    return std::find(allowed.begin(), allowed.end(), x) != allowed.end()
+               ? std::string()
+               : "'" + x + "' is not one of: " + join(allowed);
+  }, help);
+}
+
+AttentionOptionSpec flag(const char* key, bool AttentionOptions::*member, const char* help) {
+  return field<bool>(key, member, "true, false", nullptr, help);
+}
+
+template <class T>
+AttentionOptionSpec at_least(const char* key, T AttentionOptions::*member, T lo, bool open, const char* help) {
+  std::ostringstream bound;  // "0", not json's "0.0"
+  bound << lo;
+  const std::string valid = (open ? "> " : ">= ") + bound.str();
+  return field<T>(key, member, valid, [=](const T& x) {
+    const bool ok = std::isfinite(double(x)) && (open ? x > lo : x >= lo);
+    return ok ? std::string() : "must be " + valid + ", got " + json(x).dump();
+  }, help);
+}
+
+AttentionOptionSpec finite(const char* key, float AttentionOptions::*member, const char* help) {
+  return field<float>(key, member, "finite", [](const float& x) {
+    return std::isfinite(x) ? std::string() : "must be finite, got " + json(x).dump();
+  }, help);
+}
+
+// A kernel size: 0 (none) or an odd positive integer.
+AttentionOptionSpec odd_or_zero(const char* key, int64_t AttentionOptions::*member, const char* help) {
+  return field<int64_t>(key, member, "0 or odd > 0", [](const int64_t& x) {
+    return x == 0 || (x > 0 && x % 2 == 1) ? std::string() : "must be 0 or an odd number > 0, got " + std::to_string(x);
+  }, help);
+}
+
+template <class T>
+std::function<std::shared_ptr<Attention>(const AttentionOptions&)> make() {
+  return [](const AttentionOptions& o) { return std::make_shared<T>(o); };
+}
+
+// ---- the table ------------------------------------------------------------------------
+
+std::vector<AttentionVariant> build_table() {
+  const auto sima_norm = choice("norm", &AttentionOptions::norm, {"l1", "l2", "none"},
+                                "how q and k are normalised over the tokens per channel (l1: the paper)");
+  const auto sima_order = choice("order", &AttentionOptions::order, {"auto", "qk_first", "kv_first"},
+                                 "product order; auto = (q k^T) v iff N < d, as the official code");
+  const auto sima_eps = at_least<float>("eps", &AttentionOptions::eps, 0.f, true,
+                                        "floor of the q, k channel norms (F.normalize's eps)");
+  const auto relu_alpha = finite("alpha", &AttentionOptions::alpha, "the output is scaled by N^-alpha");
+  const auto relu_fn = choice("fn", &AttentionOptions::fn,
+                              {"relu", "relu2", "gelu", "softplus", "identity", "relu6", "sigmoid"},
+                              "the function applied to the scores q k^T / sqrt(d)");
+  const auto relu_qk_norm = flag("qk_norm", &AttentionOptions::qk_norm, "LayerNorm over d on q and k");
+  const auto relu_gate = flag("gate", &AttentionOptions::gate,
+                              "multiply the merged heads by Linear(C, C)(x) before proj");
+  const auto soft_sr = at_least<int64_t>("sr", &AttentionOptions::sr, 1, false,
+                                         "bottleneck kernel = stride on the token grid");
+  const auto soft_bottleneck = choice("bottleneck", &AttentionOptions::bottleneck, {"conv", "avgpool"},
+                                      "how the bottleneck tokens are made from q");
+  const auto soft_iters = at_least<int64_t>("nr_iters", &AttentionOptions::nr_iters, 0, false,
+                                            "Newton-Raphson iterations of the pseudo-inverse");
+
+  const auto relu_qk_norm_bias = flag("qk_norm_bias", &AttentionOptions::qk_norm_bias,
+                                      "relu: the qk LayerNorm has a bias (timm); false: scale only (Flax normalize_qk)");
+  const auto soft_ridge = at_least<float>("ridge", &AttentionOptions::ridge, 0.f, false,
+                                          "soft: iterate on A + ridge I (the official 0.01; 0: none)");
+  const auto soft_v_conv = odd_or_zero("v_conv", &AttentionOptions::v_conv,
+                                       "soft: kernel of the depthwise conv on v added to the output (0: none)");
+  const auto soft_backward = choice("nr_backward", &AttentionOptions::nr_backward, {"inverse", "unrolled"},
+                                    "soft: inverse = the official -V^T G V^T; unrolled = through the iterations");
+  const auto cos_reweight = choice("reweight", &AttentionOptions::reweight, {"none", "cos1d", "cos2d"},
+                                   "cosformer: none (SimA Table 2), cos1d (cosFormer Eq. 10), cos2d (SimA A.4)");
+  const auto perf_features = at_least<int64_t>("nb_features", &AttentionOptions::nb_features, 0, false,
+                                               "performer: random features m (0: int(d ln d))");
+  const auto perf_redraw = at_least<int64_t>("redraw_interval", &AttentionOptions::redraw_interval, 0, false,
+                                             "performer: training forward calls between redraws (0: never)");
+  const auto perf_seed = at_least<int64_t>("feature_seed", &AttentionOptions::feature_seed, 0, false,
+                                           "performer: seed of every feature draw");
+  const auto perf_scaling = field<int64_t>("ortho_scaling", &AttentionOptions::ortho_scaling, "0, 1",
+                                           [](const int64_t& x) {
+                                             return x == 0 || x == 1 ? std::string()
+                                                                     : "must be 0 or 1, got " + std::to_string(x);
+                                           },
+                                           "performer: row lengths of the features (0: Gaussian, 1: sqrt(d))");
+  const auto perf_eps = at_least<float>("feature_eps", &AttentionOptions::feature_eps, 0.f, true,
+                                        "performer: added to every random feature");
+  const auto nys_landmarks = at_least<int64_t>("num_landmarks", &AttentionOptions::num_landmarks, 1, false,
+                                               "nystromformer: segment-mean landmarks m (<= N)");
+  const auto nys_iters = at_least<int64_t>("pinv_iters", &AttentionOptions::pinv_iters, 0, false,
+                                           "nystromformer: iterations of the pseudo-inverse");
+  const auto nys_init = choice("pinv_init", &AttentionOptions::pinv_init, {"original", "exact"},
+                               "nystromformer: original = one scale per batch (official); exact = per matrix");
+  const auto nys_conv = odd_or_zero("conv_kernel_size", &AttentionOptions::conv_kernel_size,
+                                    "nystromformer: depthwise conv of v over the tokens (0: none)");
+  const auto lin_proj_len = at_least<int64_t>("proj_len", &AttentionOptions::proj_len, 0, false,
+                                              "linformer: tokens k that K, V are projected to (0: N / 4)");
+  const auto lin_sharing = choice("sharing", &AttentionOptions::sharing, {"headwise", "kv", "none"},
+                                  "linformer: one E, F for all heads (fairseq), E = F too, or per head");
+  const auto lin_compress = choice("compress", &AttentionOptions::compress, {"kv", "input"},
+                                   "linformer: E, F act on k, v (the paper) or on x before the projection (fairseq)");
+
+  AttentionTraits softmax_traits;
+  softmax_traits.strided_kv = softmax_traits.softmax_row = true;
+  AttentionTraits sima_traits;
+  sima_traits.strided_kv = true;
+  sima_traits.class_attention = "sima";
+  AttentionTraits soft_traits;
+  soft_traits.shares_qk = soft_traits.needs_grid = true;
+  soft_traits.min_grid_side = [](const AttentionOptions& o) { return o.sr; };
+
+  return {
+      {"softmax", "softmax(q k^T / sqrt(d)) v (ViT, DeiT; timm's Attention)", make<SoftmaxAttention>(), {},
+       softmax_traits},
+      {"xca", "cross-covariance attention over channels (XCiT; timm's XCA)", make<XCAttention>(), {}, {}},
+      {"sima", "SimA: l1-normalised q, k, no softmax (UCDvision/sima)", make<SimaAttention>(),
+       {sima_norm, sima_order, sima_eps}, sima_traits},
+      {"relu", "h(q k^T / sqrt(d)) v / N^alpha, h elementwise (ReLU attention)", make<ReluAttention>(),
+       {relu_alpha, relu_fn, relu_qk_norm, relu_qk_norm_bias, relu_gate}, {}},
+      {"soft", "SOFT: Gaussian kernel with Nystrom bottleneck tokens, q = k (fudan-zvg/SOFT)",
+       make<SoftAttention>(), {soft_sr, soft_bottleneck, soft_iters, soft_ridge, soft_v_conv, soft_backward},
+       soft_traits},
+      {"linear_elu", "linear attention with phi = elu + 1 (Katharopoulos et al.)", make<LinearEluAttention>(), {},
+       {}},
+      {"cosformer", "linear attention with phi = relu, optional cos re-weighting (cosFormer)",
+       make<CosformerAttention>(), {cos_reweight}, {}},
+      {"performer", "FAVOR+: positive orthogonal random features (Performer)", make<PerformerAttention>(),
+       {perf_features, perf_redraw, perf_seed, perf_scaling, perf_eps}, {}},
+      {"nystromformer", "Nystrom approximation with segment-mean landmarks (Nystromformer)",
+       make<NystromAttention>(), {nys_landmarks, nys_iters, nys_init, nys_conv}, {}},
+      {"efficient", "softmax of q over channels, of k over tokens, q (k^T v) (Efficient Attention)",
+       make<EfficientAttention>(), {}, {}},
+      {"linformer", "softmax(q (E k)^T / sqrt(d)) (F v), E, F learned along the tokens (Linformer)",
+       make<LinformerAttention>(), {lin_proj_len, lin_sharing, lin_compress}, {}},
+  };
+}
+
+}  // namespace
+
+const AttentionOptionSpec* AttentionVariant::option(const std::string& key) const {
+  for (const auto& s : options)
+    if (s.key == key) return &s;
+  return nullptr;
+}
+
+std::vector<std::string> AttentionVariant::option_keys() const {
+  std::vector<std::string> keys;
+  for (const auto& s : options) keys.push_back(s.key);
+  return keys;
+}
+
+std::string AttentionVariant::reads() const {
+  std::vector<std::string> keys = option_keys();
+  keys.insert(keys.begin(), "type");
+  return join(keys);
+}
+
+const std::vector<AttentionVariant>& attention_variants() {
+  static const std::vector<AttentionVariant> table = build_table();
+  return table;
+}
+
+std::vector<std::string> attention_variant_names() {
+  std::vector<std::string> names;
+  for (const auto& v : attention_variants()) names.push_back(v.name);
+  return names;
+}
+
+const AttentionVariant& attention_variant(const std::string& name, const std::string& who) {
+  for (const auto& v : attention_variants())
+    if (v.name == name) return v;
+  fail(who, who.empty() ? "" : ": ", "attention variant '", name, "' is unknown (allowed: ",
+       join(attention_variant_names()), ")");
+}
+
+int64_t attention_min_grid_side(const AttentionOptions& opt) {
+  const AttentionTraits& t = attention_variant(opt.variant).traits;
+  return t.min_grid_side ? std::max<int64_t>(1, t.min_grid_side(opt)) : 1;
+}
+
+AttentionOptions attention_options_from_json(const json& j, AttentionOptions o, const std::string& where) {
+  check(j.is_object(), where, ": expected a JSON object, got ", j.dump());
+  if (j.contains("type")) {
+    const std::string type = json_as<std::string>(j["type"], where + ".type");
+    const AttentionVariant& row = attention_variant(type, where + ".type");
+    // A new variant starts from the defaults of every key it does not read.
+    const AttentionOptions defaults;
+    for (const auto& other : attention_variants())
+      for (const auto& s : other.options)
+        if (!row.option(s.key)) s.read(o, s.write(defaults), where + "." + s.key);
+    o.variant = type;
+  }
+  const AttentionVariant& row = attention_variant(o.variant, where + ".type");
+  for (const auto& [key, value] : j.items()) {
+    if (key == "type") continue;
+    const AttentionOptionSpec* s = row.option(key);
+    if (!s) {
+      std::vector<std::string> readers;
+      for (const auto& other : attention_variants())
+        if (other.option(key)) readers.push_back(other.name);
+      fail(where, ".", key, ": attention variant '", row.name, "' does not read '", key, "' (it reads: ",
+           row.reads(), readers.empty() ? "; no variant reads it" : "; read by: " + join(readers), ")");
+    }
+    s->read(o, value, where + "." + key);
+  }
+  return o;
+}
+
+json drop_unread_default_keys(const json& j) {
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) return j;
+  const std::string type = j["type"].get<std::string>();
+  const auto& names = attention_variant_names();
+  if (std::find(names.begin(), names.end(), type) == names.end()) return j;
+  const AttentionVariant& row = attention_variant(type);
+  const AttentionOptions defaults;
+  json out = j;
+  for (const auto& other : attention_variants())
+    for (const auto& s : other.options)
+      if (!row.option(s.key) && out.contains(s.key) && out[s.key] == s.write(defaults)) out.erase(s.key);
+  return out;
+}
+
+json attention_options_to_json(const AttentionOptions& opt) {
+  json j = {{"type", opt.variant}};
+  for (const auto& s : attention_variant(opt.variant).options) j[s.key] = s.write(opt);
+  return j;
+}
+
+std::vector<AttentionKeyReference> attention_key_reference() {
+  std::vector<AttentionKeyReference> out;
+  for (const auto& v : attention_variants())
+    for (const auto& s : v.options) {
+      auto it = std::find_if(out.begin(), out.end(), [&](const auto& r) { return r.spec->key == s.key; });
+      if (it == out.end()) out.push_back({&s, {v.name}});
+      else it->read_by.push_back(v.name);
+    }
+  return out;
+}
+
+}  // namespace sima

@@ -1,0 +1,90 @@
+// The attention variants, one row each: its name, help text, factory, the model.attention
+// keys it reads (each with type, default, valid values and help) and its traits. Everything
+// that lists variants, validates their options or asks what a variant can do derives from
+// this table: the factory (make_attention), the config reader (models/registry.cpp),
+// `sima-train --config-reference`, `sima-bench attention`, CvT, XCiT, heatmaps and the tests
+// (docs/adding_a_variant.md walks through adding a row).
+//
+// The options themselves stay plain fields of AttentionOptions (attention.h); a row's option
+// specs read and write those fields.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "nn/attention/attention.h"
+
+namespace sima {
+
+// One key of the JSON model.attention object, bound to a field of AttentionOptions.
+struct AttentionOptionSpec {
+  std::string key;    // the JSON key, e.g. "norm"
+  std::string type;   // bool | integer | number | string
+  std::string valid;  // the valid values in words: "l1, l2, none", "> 0", "finite", ...
+  std::string help;
+  // The JSON value -> the field; a sima::Error naming `path` and the valid values otherwise.
+  std::function<void(AttentionOptions&, const nlohmann::json& value, const std::string& path)> read;
+  std::function<nlohmann::json(const AttentionOptions&)> write;  // the field as JSON
+  // "" when the field holds a valid value, else why not (names the key and the valid values).
+  std::function<std::string(const AttentionOptions&)> validate;
+};
+
+// What models and tools may ask about a variant instead of comparing its name.
+struct AttentionTraits {
+  bool strided_kv = false;   // its core takes k, v with fewer tokens than q (CvT's stride_kv applies)
+  bool shares_qk = false;    // q = k from one projection: qkv is Linear(C, 2C) -> q, v; CvT has no k projection
+  bool needs_grid = false;   // forward needs the (H, W) token grid
+  bool softmax_row = false;  // forms softmax(q kᵀ · scale) rows over the tokens (the heatmap's class row)
+  // The class-attention form XCiT pairs with it (cls_attn_variant ""): softmax | sima.
+  std::string class_attention = "softmax";
+  // The smallest token-grid side the options allow (SOFT: its bottleneck kernel sr); null: 1.
+  std::function<int64_t(const AttentionOptions&)> min_grid_side;
+};
+
+struct AttentionVariant {
+  std::string name;  // model.attention.type
+  std::string help;
+  std::function<std::shared_ptr<Attention>(const AttentionOptions&)> make;
+  std::vector<AttentionOptionSpec> options;  // the model.attention keys it reads besides "type"
+  AttentionTraits traits;
+
+  const AttentionOptionSpec* option(const std::string& key) const;  // null when it does not read `key`
+  std::vector<std::string> option_keys() const;
+  std::string reads() const;  // every key it reads, for errors: "type, norm, order, eps"
+};
+
+// Every variant, in the order tools list them.
+const std::vector<AttentionVariant>& attention_variants();
+std::vector<std::string> attention_variant_names();
+// The row named `name`, or a sima::Error "<who>: attention variant '<name>' is unknown
+// (allowed: ...)".
+const AttentionVariant& attention_variant(const std::string& name, const std::string& who = "");
+
+// The smallest token-grid side opt's variant can run on (traits.min_grid_side, else 1).
+int64_t attention_min_grid_side(const AttentionOptions& opt);
+
+// The JSON model.attention object on top of `base`: "type" picks the row (absent: base's
+// variant); every other key must be one that row reads, else an error naming the key, the
+// variant and the keys it reads; values are checked by their spec. `where` prefixes key
+// paths in errors ("model.attention").
+AttentionOptions attention_options_from_json(const nlohmann::json& j, AttentionOptions base,
+                                             const std::string& where = "attention");
+// Configs stored before this table (checkpoint metadata, run states) list every attention
+// key; returns `j` without the keys its variant does not read whose value is the default
+// (any other unread key stays, and reading it fails as it should).
+nlohmann::json drop_unread_default_keys(const nlohmann::json& j);
+
+// {"type": variant, every key the variant reads: its value}; re-readable.
+nlohmann::json attention_options_to_json(const AttentionOptions& opt);
+
+// Every attention key once, in table order, with the variants that read it (for the docs).
+struct AttentionKeyReference {
+  const AttentionOptionSpec* spec;      // the first row's spec (type, valid values, help)
+  std::vector<std::string> read_by;     // variant names
+};
+std::vector<AttentionKeyReference> attention_key_reference();
+
+}  // namespace sima
