@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -75,14 +74,13 @@ Tensor sima_attention(const Tensor& q, const Tensor& k, const Tensor& v, SimaNor
     const int64_t hat = keep_hat ? 0 : (N + Nk) * d;
     Tensor scratch = empty({std::max<int64_t>(1, hat + (qk_first ? N * Nk : 0))});
     float* A = scratch.data() + hat;
-    std::vector<double> acc(d);  // the normalisation's column sums (column_norm.h)
     for (int64_t p = p0; p < p1; ++p) {
       const float* vp = pv + p * Nk * d;
       float* qhp = keep_hat ? qh.data() + p * N * d : scratch.data();
       float* khp = keep_hat ? kh.data() + p * Nk * d : scratch.data() + N * d;
       float* op = po + p * N * d;
-      column_normalize(pq + p * N * d, qhp, pqn + p * d, acc.data(), N, d, cn, eps);
-      column_normalize(pk + p * Nk * d, khp, pkn + p * d, acc.data(), Nk, d, cn, eps);
+      column_normalize(pq + p * N * d, qhp, pqn + p * d, N, d, cn, eps);
+      column_normalize(pk + p * Nk * d, khp, pkn + p * d, Nk, d, cn, eps);
       if (qk_first) {
         gemm(false, true, N, Nk, d, qhp, khp, 0.f, A);  // A = q̂ k̂ᵀ     (N×Nk)
         gemm(false, false, N, d, Nk, A, vp, 0.f, op);   // out = A v     (N×d)
@@ -114,12 +112,10 @@ Tensor sima_attention(const Tensor& q, const Tensor& k, const Tensor& v, SimaNor
             *pdv = rv ? dv.data() : nullptr;
       parallel_for(B * h, grain, [&](int64_t p0, int64_t p1) {
         // scratch per chunk: q̂ (N×d), k̂ (Nk×d), the N×Nk (qk_first) or d×d (kv_first)
-        // matrix; d doubles for the normalisation backward
+        // matrix
         const int64_t mat = qk_first ? N * Nk : d * d;
         Tensor scratch = empty({(N + Nk) * d + mat});
         float *qhp = scratch.data(), *khp = qhp + N * d, *S = khp + Nk * d;
-        std::vector<double> acc(d);
-        double* s = acc.data();
         for (int64_t p = p0; p < p1; ++p) {
           const float *gp = pg + p * N * d, *qp = pq + p * N * d, *kp = pk + p * Nk * d,
                       *vp = pv + p * Nk * d;
@@ -143,8 +139,8 @@ Tensor sima_attention(const Tensor& q, const Tensor& k, const Tensor& v, SimaNor
             if (rk) gemm(false, true, Nk, d, d, vp, S, 0.f, dkp);      // dk̂ = v dMᵀ (Nk×d)
             if (rv) gemm(false, false, Nk, d, d, khp, S, 0.f, dvp);    // dv = k̂ dM  (Nk×d)
           }
-          if (rq) column_normalize_backward(dqp, qp, pqn + p * d, dqp, s, N, d, cn, eps);
-          if (rk) column_normalize_backward(dkp, kp, pkn + p * d, dkp, s, Nk, d, cn, eps);
+          if (rq) column_normalize_backward(dqp, qp, pqn + p * d, dqp, N, d, cn, eps);
+          if (rk) column_normalize_backward(dkp, kp, pkn + p * d, dkp, Nk, d, cn, eps);
         }
       });
       return {dq, dk, dv};

@@ -15,7 +15,6 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -96,15 +95,14 @@ Tensor xca_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
     // scratch per chunk: A ⊙ mask (d×d), then q̂ and k̂ (N×d each) unless kept
     Tensor scratch = empty({d * d + (keep_hat ? 0 : 2 * N * d)});
     float* Ad = scratch.data();
-    std::vector<double> acc(d);  // the normalisation's column sums (column_norm.h)
     int64_t n_exp = 0;
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t nd = p * N * d, dd = p * d * d;
       float* qhp = keep_hat ? qh.data() + nd : Ad + d * d;
       float* khp = keep_hat ? kh.data() + nd : Ad + d * d + N * d;
       float *Lp = pL + dd, *Ap = pA + dd;
-      column_normalize(pq + nd, qhp, pqn + p * d, acc.data(), N, d, ColumnNorm::L2, kXcaEps);
-      column_normalize(pk + nd, khp, pkn + p * d, acc.data(), N, d, ColumnNorm::L2, kXcaEps);
+      column_normalize(pq + nd, qhp, pqn + p * d, N, d, ColumnNorm::L2, kXcaEps);
+      column_normalize(pk + nd, khp, pkn + p * d, N, d, ColumnNorm::L2, kXcaEps);
       gemm(true, false, d, d, N, qhp, khp, 0.f, Lp);  // L = q̂ᵀ k̂     (d×d)
       n_exp += softmax_rows(Lp, ptau[p % h], Ap, d);  // A = softmax(τ L)
       const float* Au = Ap;
@@ -145,11 +143,9 @@ Tensor xca_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
             *pdv = rv ? dv.data() : nullptr, *pdt = rt ? dtau_pair.data() : nullptr;
       const bool need_dZ = rq || rk || rt;
       parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
-        // scratch per chunk: dA (then dZ, dL), A' (d×d each), q̂, k̂ (N×d each); d doubles
+        // scratch per chunk: dA (then dZ, dL), A' (d×d each), q̂, k̂ (N×d each)
         Tensor scratch = empty({2 * d * d + 2 * N * d});
         float *dA = scratch.data(), *Ad = dA + d * d, *qhp = Ad + d * d, *khp = qhp + N * d;
-        std::vector<double> acc(d);
-        double* s = acc.data();
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t nd = p * N * d, dd = p * d * d;
           const float *gp = pg + nd, *qp = pq + nd, *kp = pk + nd, *vp = pv + nd;
@@ -184,12 +180,12 @@ Tensor xca_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
           if (rt) pdt[p] = static_cast<float>(dt);
           if (rq) {
             gemm(false, true, N, d, d, khp, dA, 0.f, pdq + nd);  // dq̂ = k̂ dLᵀ  (N×d)
-            column_normalize_backward(pdq + nd, qp, pqn + p * d, pdq + nd, s, N, d,
+            column_normalize_backward(pdq + nd, qp, pqn + p * d, pdq + nd, N, d,
                                       ColumnNorm::L2, kXcaEps);
           }
           if (rk) {
             gemm(false, false, N, d, d, qhp, dA, 0.f, pdk + nd);  // dk̂ = q̂ dL  (N×d)
-            column_normalize_backward(pdk + nd, kp, pkn + p * d, pdk + nd, s, N, d,
+            column_normalize_backward(pdk + nd, kp, pkn + p * d, pdk + nd, N, d,
                                       ColumnNorm::L2, kXcaEps);
           }
         }
