@@ -70,11 +70,11 @@ inline void column_normalize(const float* x, float* y, float* norm, int64_t N, i
 
 // g, x: N×d (x the forward's input: y is recomputed from it, not saved); norm: d from the
 // forward; dx: N×d (may alias g).
-// With t = ∂n/∂x · n/r = sign(x) (ℓ1) or x/r (ℓ2), r = max(n, eps), both branches read
+// With r = max(n, eps) and t = sign(x) (ℓ1) or y = x/r (ℓ2), both branches read
 //   dx = (g − t·s) / r = (g − u·c) / r,   u = sign(x), c = s (ℓ1);  u = x, c = s/r (ℓ2)
 // (clamped columns: s = 0). c comes from a double sum and is split into two floats,
-// c = c_hi + c_lo; fma(−u, c_hi, g) rounds once, and exactly when g ≈ u·c_hi (the cancelling
-// case), so g − u·c keeps c's double precision at float speed.
+// c = c_hi + c_lo; fma(−u, c_hi, g) rounds once (for ℓ1 not at all when g ≈ u·c_hi, the
+// cancelling case), so g − u·c keeps c's double precision at float speed.
 inline void column_normalize_backward(const float* g, const float* x, const float* norm, float* dx,
                                       int64_t N, int64_t d, ColumnNorm p, float eps) {
   if (p == ColumnNorm::None) {
