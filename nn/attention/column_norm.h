@@ -16,6 +16,10 @@
 // with ∂n/∂x_j = sign(x_j) for ℓ1 and x_j / n = y_j for ℓ2; sign(0) = 0, as in PyTorch.
 // The backward takes x, not y: callers save the input (usually a view of the qkv output,
 // kept alive anyway) and the d norms, rather than a second N×d tensor y.
+// Precision: the two sums over the N tokens (n_c, and Σ g·x) accumulate in double, and the
+// backward's g − sign(x)·s keeps s's double precision. When the tokens are alike,
+// g ≈ sign(x)·s and the difference is far smaller than g: any rounding in n_c or s reappears
+// magnified there (docs/derivations.md §6, "Precision").
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -40,54 +44,71 @@ inline void column_scale(const float* x, const float* norm, float* y, int64_t N,
   }
 }
 
+// The sums over the tokens run a block of columns at a time, their accumulators on the stack.
+constexpr int64_t kColumnBlock = 64;
+
 // x, y: N×d; norm: d, receives n_c (before the clamp; untouched for None). y may not alias x.
 inline void column_normalize(const float* x, float* y, float* norm, int64_t N, int64_t d,
                              ColumnNorm p, float eps) {
-  if (p != ColumnNorm::None) {
-    // Column sums, a row at a time so the inner loop runs along memory (and vectorises).
-    std::fill(norm, norm + d, 0.f);
-    for (int64_t i = 0; i < N; ++i) {
-      const float* xi = x + i * d;
-      if (p == ColumnNorm::L1)
-        for (int64_t c = 0; c < d; ++c) norm[c] += std::fabs(xi[c]);
-      else
-        for (int64_t c = 0; c < d; ++c) norm[c] += xi[c] * xi[c];
+  if (p != ColumnNorm::None)
+    for (int64_t c0 = 0; c0 < d; c0 += kColumnBlock) {
+      const int64_t w = std::min(kColumnBlock, d - c0);
+      double acc[kColumnBlock] = {};
+      // Column sums, a row at a time so the inner loop runs along memory (and vectorises).
+      for (int64_t i = 0; i < N; ++i) {
+        const float* xi = x + i * d + c0;
+        if (p == ColumnNorm::L1)
+          for (int64_t c = 0; c < w; ++c) acc[c] += std::fabs(xi[c]);
+        else
+          for (int64_t c = 0; c < w; ++c) acc[c] += static_cast<double>(xi[c]) * xi[c];
+      }
+      for (int64_t c = 0; c < w; ++c)
+        norm[c0 + c] = static_cast<float>(p == ColumnNorm::L2 ? std::sqrt(acc[c]) : acc[c]);
     }
-    if (p == ColumnNorm::L2)
-      for (int64_t c = 0; c < d; ++c) norm[c] = std::sqrt(norm[c]);
-  }
   column_scale(x, norm, y, N, d, p, eps);
 }
 
 // g, x: N×d (x the forward's input: y is recomputed from it, not saved); norm: d from the
-// forward; dx: N×d (may alias g); s: d floats of scratch.
+// forward; dx: N×d (may alias g).
+// With r = max(n, eps) and t = sign(x) (ℓ1) or y = x/r (ℓ2), both branches read
+//   dx = (g − t·s) / r = (g − u·c) / r,   u = sign(x), c = s (ℓ1);  u = x, c = s/r (ℓ2)
+// (clamped columns: s = 0). c comes from a double sum and is split into two floats,
+// c = c_hi + c_lo; fma(−u, c_hi, g) rounds once (for ℓ1 not at all when g ≈ u·c_hi, the
+// cancelling case), so g − u·c keeps c's double precision at float speed.
 inline void column_normalize_backward(const float* g, const float* x, const float* norm, float* dx,
-                                      float* s, int64_t N, int64_t d, ColumnNorm p, float eps) {
+                                      int64_t N, int64_t d, ColumnNorm p, float eps) {
   if (p == ColumnNorm::None) {
     if (dx != g) std::memcpy(dx, g, sizeof(float) * N * d);
     return;
   }
-  std::fill(s, s + d, 0.f);
-  for (int64_t i = 0; i < N; ++i) {
-    const float *gi = g + i * d, *xi = x + i * d;
-    for (int64_t c = 0; c < d; ++c) s[c] += gi[c] * xi[c];
-  }
-  // s_c = Σ g·y = (Σ g·x) / n_c. Clamped columns (n_c < eps) get s_c = 0, so one loop
-  // covers both branches: dx = (g − ∂n·s) / max(n, eps).
-  for (int64_t c = 0; c < d; ++c) s[c] = norm[c] >= eps ? s[c] / norm[c] : 0.f;
-  for (int64_t i = 0; i < N; ++i) {
-    const float *gi = g + i * d, *xi = x + i * d;
-    float* di = dx + i * d;
-    if (p == ColumnNorm::L1)
-      for (int64_t c = 0; c < d; ++c) {
-        const float sgn = xi[c] > 0.f ? 1.f : (xi[c] < 0.f ? -1.f : 0.f);
-        di[c] = (gi[c] - sgn * s[c]) / std::max(norm[c], eps);
-      }
-    else
-      for (int64_t c = 0; c < d; ++c) {
-        const float r = std::max(norm[c], eps);
-        di[c] = (gi[c] - xi[c] / r * s[c]) / r;
-      }
+  const bool l1 = p == ColumnNorm::L1;
+  for (int64_t c0 = 0; c0 < d; c0 += kColumnBlock) {
+    const int64_t w = std::min(kColumnBlock, d - c0);
+    double acc[kColumnBlock] = {};  // Σ_i g·x
+    for (int64_t i = 0; i < N; ++i) {
+      const float *gi = g + i * d + c0, *xi = x + i * d + c0;
+      for (int64_t c = 0; c < w; ++c) acc[c] += static_cast<double>(gi[c]) * xi[c];
+    }
+    float hi[kColumnBlock], lo[kColumnBlock], r[kColumnBlock];
+    for (int64_t c = 0; c < w; ++c) {
+      const float n = norm[c0 + c];
+      r[c] = std::max(n, eps);
+      const double s = n >= eps ? acc[c] / n : 0.0;  // s = Σ g·y
+      const double cc = l1 ? s : s / r[c];
+      hi[c] = static_cast<float>(cc);
+      lo[c] = static_cast<float>(cc - hi[c]);
+    }
+    for (int64_t i = 0; i < N; ++i) {
+      const float *gi = g + i * d + c0, *xi = x + i * d + c0;
+      float* di = dx + i * d + c0;
+      if (l1)
+        for (int64_t c = 0; c < w; ++c) {
+          const float u = xi[c] > 0.f ? 1.f : (xi[c] < 0.f ? -1.f : 0.f);
+          di[c] = (std::fma(-u, hi[c], gi[c]) - u * lo[c]) / r[c];
+        }
+      else
+        for (int64_t c = 0; c < w; ++c) di[c] = (std::fma(-xi[c], hi[c], gi[c]) - xi[c] * lo[c]) / r[c];
+    }
   }
 }
 

@@ -112,10 +112,10 @@ Tensor sima_attention(const Tensor& q, const Tensor& k, const Tensor& v, SimaNor
             *pdv = rv ? dv.data() : nullptr;
       parallel_for(B * h, grain, [&](int64_t p0, int64_t p1) {
         // scratch per chunk: q̂ (N×d), k̂ (Nk×d), the N×Nk (qk_first) or d×d (kv_first)
-        // matrix, d floats for the normalisation backward
+        // matrix
         const int64_t mat = qk_first ? N * Nk : d * d;
-        Tensor scratch = empty({(N + Nk) * d + mat + d});
-        float *qhp = scratch.data(), *khp = qhp + N * d, *S = khp + Nk * d, *s = S + mat;
+        Tensor scratch = empty({(N + Nk) * d + mat});
+        float *qhp = scratch.data(), *khp = qhp + N * d, *S = khp + Nk * d;
         for (int64_t p = p0; p < p1; ++p) {
           const float *gp = pg + p * N * d, *qp = pq + p * N * d, *kp = pk + p * Nk * d,
                       *vp = pv + p * Nk * d;
@@ -139,8 +139,8 @@ Tensor sima_attention(const Tensor& q, const Tensor& k, const Tensor& v, SimaNor
             if (rk) gemm(false, true, Nk, d, d, vp, S, 0.f, dkp);      // dk̂ = v dMᵀ (Nk×d)
             if (rv) gemm(false, false, Nk, d, d, khp, S, 0.f, dvp);    // dv = k̂ dM  (Nk×d)
           }
-          if (rq) column_normalize_backward(dqp, qp, pqn + p * d, dqp, s, N, d, cn, eps);
-          if (rk) column_normalize_backward(dkp, kp, pkn + p * d, dkp, s, Nk, d, cn, eps);
+          if (rq) column_normalize_backward(dqp, qp, pqn + p * d, dqp, N, d, cn, eps);
+          if (rk) column_normalize_backward(dkp, kp, pkn + p * d, dkp, Nk, d, cn, eps);
         }
       });
       return {dq, dk, dv};

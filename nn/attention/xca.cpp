@@ -143,10 +143,9 @@ Tensor xca_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
             *pdv = rv ? dv.data() : nullptr, *pdt = rt ? dtau_pair.data() : nullptr;
       const bool need_dZ = rq || rk || rt;
       parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
-        // scratch per chunk: dA (then dZ, dL), A' (d×d each), q̂, k̂ (N×d each), d floats
-        Tensor scratch = empty({2 * d * d + 2 * N * d + d});
-        float *dA = scratch.data(), *Ad = dA + d * d, *qhp = Ad + d * d, *khp = qhp + N * d,
-              *s = khp + N * d;
+        // scratch per chunk: dA (then dZ, dL), A' (d×d each), q̂, k̂ (N×d each)
+        Tensor scratch = empty({2 * d * d + 2 * N * d});
+        float *dA = scratch.data(), *Ad = dA + d * d, *qhp = Ad + d * d, *khp = qhp + N * d;
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t nd = p * N * d, dd = p * d * d;
           const float *gp = pg + nd, *qp = pq + nd, *kp = pk + nd, *vp = pv + nd;
@@ -181,12 +180,12 @@ Tensor xca_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
           if (rt) pdt[p] = static_cast<float>(dt);
           if (rq) {
             gemm(false, true, N, d, d, khp, dA, 0.f, pdq + nd);  // dq̂ = k̂ dLᵀ  (N×d)
-            column_normalize_backward(pdq + nd, qp, pqn + p * d, pdq + nd, s, N, d,
+            column_normalize_backward(pdq + nd, qp, pqn + p * d, pdq + nd, N, d,
                                       ColumnNorm::L2, kXcaEps);
           }
           if (rk) {
             gemm(false, false, N, d, d, qhp, dA, 0.f, pdk + nd);  // dk̂ = q̂ dL  (N×d)
-            column_normalize_backward(pdk + nd, kp, pkn + p * d, pdk + nd, s, N, d,
+            column_normalize_backward(pdk + nd, kp, pkn + p * d, pdk + nd, N, d,
                                       ColumnNorm::L2, kXcaEps);
           }
         }
