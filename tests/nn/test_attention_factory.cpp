@@ -45,9 +45,10 @@ TEST_CASE("every variant builds by name and runs forward and backward, h = 1 and
 
 TEST_CASE("exp counts per image match the paper's #exp column") {
   const int64_t B = 2, N = 16, C = 16, h = 2, d = C / h;
-  auto count = [&](const std::string& v) {
+  auto count = [&](const std::string& v, const std::string& reweight = "none") {
     AttentionOptions opt;
     opt.variant = v;
+    opt.reweight = reweight;  // cosformer only
     opt.dim = C;
     opt.num_heads = h;
     if (v == "nystromformer") opt.num_landmarks = 4;
@@ -62,6 +63,8 @@ TEST_CASE("exp counts per image match the paper's #exp column") {
   CHECK(count("sima") == 0);
   CHECK(count("relu") == 0);
   CHECK(count("cosformer") == 0);
+  CHECK(count("cosformer", "cos1d") == 0);  // the re-weighting is sin/cos of token positions, no exp
+  CHECK(count("cosformer", "cos2d") == 0);
   CHECK(count("linear_elu") == 2 * h * N * d);  // elu on q and on k
   CHECK(count("efficient") == 2 * h * N * d);   // softmax of q over d, of k over N
   CHECK(count("linformer") == h * N * (N / 4));  // N queries over k = N/4 projected keys
