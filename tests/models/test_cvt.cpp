@@ -111,6 +111,15 @@ TEST_CASE("parameter counts of the other variants: the same, + XCA temperatures,
         const int64_t d = C / h;
         want -= n * (12 * C + C * C) - n * (4 * d * d + 2 * d + 9 * h);
       }
+    // Linformer: E and F, (k, N) each, shared by the heads, k = N / 4, per block; the last
+    // stage's tokens include the class token.
+    if (v == "linformer") {
+      const std::vector<int64_t> grid = cvt_grid_sizes(cfg, cfg.img_size), blocks = {1, 2, 3};
+      for (size_t s = 0; s < grid.size(); ++s) {
+        const int64_t N = grid[s] * grid[s] + (s + 1 == grid.size() ? 1 : 0);
+        want += blocks[s] * 2 * std::max<int64_t>(1, N / 4) * N;
+      }
+    }
     CHECK(CvT(cfg).num_parameters() == want);
   }
 }

@@ -80,6 +80,7 @@ TEST_CASE("variants: traits agree with what the built module does") {
     o.variant = v.name;
     o.dim = 16;
     o.num_heads = 2;
+    o.num_tokens = 16;  // as a model sets it (linformer's E, F are built for N)
     auto attn = make_attention(o);
     // shares_qk: qkv makes q and v only (Linear(C, 2C)).
     CHECK(attn->qkv->weight.size(0) == (v.traits.shares_qk ? 2 : 3) * 16);
