@@ -70,7 +70,7 @@ const PyValue& find_state_dict(const PyValue& root, std::string& where, const st
   const PyValue* v = &root;
   for (int level = 0; level < 4; ++level) {
     if (is_tensor_dict(*v)) return *v;
-    check(v->kind == PyValue::Dict, label, ": the saved object", where, " is a ", v->kind_name(),
+    check(v->kind == PyValue::Dict, label, ": the saved object", where, " is of type ", v->kind_name(),
           ", not a state dict (a dict of tensors)");
     const PyValue* next = nullptr;
     for (const char* key : {"model", "state_dict", "model_state_dict", "module", "net"}) {

@@ -20,8 +20,10 @@ using Lookup = std::map<std::string, Tensor>;
 
 bool starts(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
 
+// Some name starts with p (or with "module." p: DistributedDataParallel's prefix).
 bool has_prefix(const NamedTensors& sd, const std::string& p) {
-  return std::any_of(sd.begin(), sd.end(), [&](const auto& kv) { return starts(kv.first, p); });
+  return std::any_of(sd.begin(), sd.end(),
+                     [&](const auto& kv) { return starts(kv.first, p) || starts(kv.first, "module." + p); });
 }
 
 // How many of prefix0., prefix1., ... are present (stops at the first gap).
@@ -48,7 +50,11 @@ struct Inferrer {
           ndim, " dimensions");
     return it->second;
   }
-  int64_t dim(const std::string& name, int ndim, int d) const { return need(name, ndim).shape()[d]; }
+  int64_t dim(const std::string& name, int ndim, int d) const {
+    const int64_t v = need(name, ndim).shape()[d];
+    check(v > 0, label, ": '", name, "' has shape ", need(name, ndim).shape().str(), ", with an empty dimension");
+    return v;
+  }
   bool has(const std::string& name) const { return sd.count(name) > 0; }
   int64_t heads_by_64(int64_t D, const std::string& key) {
     if (D % 64 == 0) return D / 64;
@@ -175,14 +181,15 @@ void join_class_attention_qkv(Lookup& sd, const std::string& label) {
   for (const std::string& q : qs) {
     const size_t at = q.rfind(".q.");
     const std::string base = q.substr(0, at), leaf = q.substr(at + 3);
+    const Shape shape = sd.at(q).shape();
     std::vector<Tensor> parts;
     for (const char* which : {"q", "k", "v"}) {
       const std::string n = base + "." + which + "." + leaf;
-      check(sd.count(n) && sd.at(n).shape() == sd.at(q).shape() && sd.at(n).dim() >= 1, label, ": '", q,
-            "' needs a '", n, "' of the same shape (timm's split class attention)");
+      check(sd.count(n) && sd.at(n).shape() == shape && shape.ndim() >= 1, label, ": '", q, "' needs a '", n,
+            "' of the same shape (timm's split class attention)");
       parts.push_back(sd.at(n));
-      sd.erase(n);
     }
+    for (const char* which : {"q", "k", "v"}) sd.erase(base + "." + which + "." + leaf);
     sd[base + ".qkv." + leaf] = cat0(parts);
   }
 }
@@ -231,6 +238,9 @@ InferredConfig infer_upstream_config(const NamedTensors& mapped, const std::stri
   else if (from == "official" || sd.count("pos_embed.token_projection.weight")) out.config = inf.xcit(from == "official");
   else out.config = inf.deit();
   out.unknown = inf.unknown;
+  // Through the registry's validation (positive sizes, known names): a config made from a file's
+  // shapes is as untrusted as one read from JSON.
+  out.config = config_from_json(config_to_json(out.config), ModelConfig(), label + ": inferred config");
   return out;
 }
 
