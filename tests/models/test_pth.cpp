@@ -4,6 +4,7 @@
 // its logits must match PyTorch's. Then the hostile and malformed files must each end in one
 // sima::Error saying what is wrong. SIMA_PTH_DIR names the fixture's folder.
 #include "testing.h"
+#include "app_testing.h"
 
 #include <unistd.h>
 
@@ -15,8 +16,10 @@
 #include "models/checkpoint.h"
 #include "models/pth.h"
 #include "models/upstream.h"
+#include "train/evaluate.h"
 
 using namespace sima;
+using namespace sima::testing;
 using json = nlohmann::json;
 
 namespace {
@@ -115,4 +118,34 @@ TEST_CASE("hostile and malformed .pth files each end in one clear error, nothing
     CHECK(what.find(c["file"].get<std::string>()) != std::string::npos);  // names the file
   }
   CHECK_FALSE(std::filesystem::exists(cases["marker"].get<std::string>()));  // os.system never ran
+}
+
+TEST_CASE("sima-convert writes a checkpoint of ours; sima-eval's loader takes the .pth itself") {
+  const json cases = load_cases();
+  const json& c = cases["good"][2];  // the official SimA release layout
+  REQUIRE(c["name"] == "sima_official");
+  TempDir dir;
+  const std::string out = dir.file("sima.safetensors");
+  const Run ok = run_app("sima-convert --in " + c["file"].get<std::string>() + " --out " + out + " --model '" +
+                         c["model"].get<std::string>() + "'");
+  INFO(ok.err);
+  REQUIRE(ok.status == 0);
+  CHECK(ok.out.find("(official layout) -> ") != std::string::npos);
+  std::shared_ptr<Model> model = load_checkpoint(out);
+  model->eval();
+  CHECK(relative_error(logits_of(*model, c), c["logits"].get<std::vector<float>>()) < 1e-4);
+  const LoadedCheckpoint direct = load_checkpoint_for_eval(c["file"], "", c["model"]);
+  CHECK(relative_error(logits_of(*direct.model, c), c["logits"].get<std::vector<float>>()) < 1e-4);
+  CHECK(direct.info.config.attention.variant == "sima");
+
+  std::string hostile;
+  for (const json& b : cases["bad"])
+    if (b["name"] == "os_system") hostile = b["file"];
+  const Run bad = run_app("sima-convert --in " + hostile + " --out " + out);
+  CHECK(bad.status == 1);
+  CHECK(bad.err.find("sima-convert: error: ") == 0);
+  CHECK(bad.err.find("global 'posix.system'") != std::string::npos);
+  const Run missing = run_app("sima-convert --in " + c["file"].get<std::string>() + " --out " + out);
+  CHECK(missing.status == 1);
+  CHECK(missing.err.find("num_heads: width 32 is none of the official models'") != std::string::npos);
 }
