@@ -175,8 +175,7 @@ PthStateDict load_pth_state_dict_bytes(std::string bytes, const std::string& lab
     // Strides of 0 let a tiny storage describe a huge tensor; legitimate files do not need much of that.
     int64_t numel = 1;
     for (int64_t s : r.size) numel *= s;  // checked against overflow by the unpickler
-    made += numel;
-    check(made <= 4 * storage_elems + (int64_t(1) << 20), label, ": tensor '", k->s,
+    check(!__builtin_add_overflow(made, numel, &made) && made <= 4 * storage_elems + (int64_t(1) << 20), label, ": tensor '", k->s,
           "' and those before it expand to far more values (", made, ") than their storages hold (", storage_elems, ")");
     out.tensors.emplace_back(k->s, materialise(r, it->second));
   }

@@ -57,9 +57,11 @@ const std::map<std::string, StorageDtype>& storage_types() {
 constexpr const char* kOrderedDict = "collections.OrderedDict";
 constexpr const char* kRebuildTensor = "torch._utils._rebuild_tensor_v2";
 constexpr const char* kRebuildParameter = "torch._utils._rebuild_parameter";
+constexpr const char* kNamespace = "argparse.Namespace";
 
 bool allowed_global(const std::string& g) {
-  return g == kOrderedDict || g == kRebuildTensor || g == kRebuildParameter || storage_types().count(g);
+  return g == kOrderedDict || g == kRebuildTensor || g == kRebuildParameter || g == kNamespace ||
+         storage_types().count(g);
 }
 
 PyRef make(PyValue::Kind k) {
@@ -158,7 +160,7 @@ class Unpickler {
     const std::string g = module + "." + name;
     check(allowed_global(g), label_, ": the pickle refers to the global '", g, "' (byte ", op_pos_,
           "), which is not allowed in a weights file; only ", kOrderedDict, ", ", kRebuildTensor, ", ",
-          kRebuildParameter, " and torch.*Storage types are (nothing was run)");
+          kRebuildParameter, ", ", kNamespace, " and torch.*Storage types are (nothing was run)");
     PyRef v = make(PyValue::Global);
     v->s = g;
     return v;
@@ -334,6 +336,14 @@ bool Unpickler::step(uint8_t op) {
     case 'a': { PyRef v = pop(); append(*top(), v); break; }
     case 'e': { std::vector<PyRef> vs = pop_mark(); PyRef l = top(); for (auto& v : vs) append(*l, v); break; }
     case 'R': { PyRef args = pop(), fn = pop(); stack_.push_back(reduce(fn, args)); break; }
+    case 0x81: {                                                        // NEWOBJ: argparse.Namespace only
+      PyRef args = pop(), cls = pop();
+      check(cls->kind == PyValue::Global && cls->s == kNamespace && args->kind == PyValue::Tuple && args->items.empty(),
+            label_, ": NEWOBJ at byte ", op_pos_, " creates a ", cls->kind == PyValue::Global ? cls->s : cls->kind_name(),
+            " (only an argparse.Namespace, with no arguments, is accepted)");
+      stack_.push_back(make(PyValue::Dict));  // its attributes come with BUILD, which drops them
+      break;
+    }
     case 'Q': { PyRef pid = pop(); stack_.push_back(persistent_load(pid)); break; }
     case 'b': {                                                         // BUILD: only an OrderedDict's _metadata
       PyRef state = pop();

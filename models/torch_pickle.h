@@ -11,6 +11,10 @@
 //   torch._utils._rebuild_parameter         (tensor, requires_grad, hooks)
 //   torch.<Type>Storage                     as the type of a persistent id
 //                                           ('storage', type, key, location, numel)
+//   argparse.Namespace                      NEWOBJ with () -> an empty dict, its attributes
+//                                           (BUILD) dropped: not in PyTorch's list, but the
+//                                           official DeiT / XCiT / SimA training scripts save
+//                                           their command-line args next to the weights
 //
 // Everything else (another global such as os.system or builtins.eval, any other callable, an
 // opcode outside the list) is a sima::Error naming it; it is never imported or run. The result

@@ -14,6 +14,7 @@ Then malformed and hostile files (truncated, bad CRC, pickles calling os.system 
 deep nesting, the legacy format, wrong architectures), each with the words its error must contain.
 Run by ctest (models.gen_pth) with Debian's python3-torch.
 """
+import argparse
 import io
 import json
 import math
@@ -444,8 +445,8 @@ def bad_cases(out, good):
     add('self_cycle', 'inside itself')
     archive(os.path.join(out, 'builtins_list.pth'), b'\x80\x02cbuiltins\nlist\n)\x81.')
     add('builtins_list', "global 'builtins.list'")
-    archive(os.path.join(out, 'newobj.pth'), b'\x80\x02}\x81.')
-    add('newobj', 'opcode 0x81')
+    archive(os.path.join(out, 'newobj.pth'), b'\x80\x02ccollections\nOrderedDict\n)\x81.')
+    add('newobj', 'NEWOBJ at byte 28 creates a collections.OrderedDict')
     # A tensor whose view reaches past its storage.
     bad_view = (b'\x80\x02}q\x00X\x01\x00\x00\x00wctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storage'
                 b'ctorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x04tQK\x02K\x04\x85K\x01\x85'
@@ -473,7 +474,8 @@ def main():
     make_case(out, cases, 'deit_timm_fp16', DistilledDeit(), lambda sd, opt: sd, 'timm', '', torch.float16)
     make_case(out, cases, 'xcit_timm_views', XCiT(official=False), xcit_timm_views, 'timm', '')
     make_case(out, cases, 'sima_official', XCiT(official=True, tokens_norm=False),
-              lambda sd, opt: {'model': sd, 'optimizer': opt.state_dict(), 'epoch': 2}, '',
+              lambda sd, opt: {'model': sd, 'optimizer': opt.state_dict(), 'epoch': 2,
+                               'args': argparse.Namespace(model='sima_tiny_12_p16', lr=5e-4, betas=None)}, '',
               '{"num_heads": 4, "tokens_norm": false}')
     make_case(out, cases, 'cvt_bf16', CvT(), lambda sd, opt: {'module.' + k: v for k, v in sd.items()}, 'cvt', '',
               torch.bfloat16)
