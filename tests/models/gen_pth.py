@@ -396,6 +396,16 @@ def xcit_timm_views(sd, _):
     return {'state_dict': {'model': sd}}
 
 
+def xcit_timm_old(sd, _):
+    """timm XCiT before the q/k/v split: the class attention's q, k, v rows in one qkv Linear."""
+    sd = dict(sd)
+    for i in range(2):
+        for leaf in ('weight', 'bias'):
+            names = [f'cls_attn_blocks.{i}.attn.{w}.{leaf}' for w in 'qkv']
+            sd[f'cls_attn_blocks.{i}.attn.qkv.{leaf}'] = torch.cat([sd.pop(n) for n in names])
+    return sd
+
+
 # ---- hostile and malformed files --------------------------------------------------------------
 def archive(path, pkl, storages=()):
     """A zip laid out as torch.save's, with our own data.pkl bytes."""
@@ -473,6 +483,7 @@ def main():
     cases = []
     make_case(out, cases, 'deit_timm_fp16', DistilledDeit(), lambda sd, opt: sd, 'timm', '', torch.float16)
     make_case(out, cases, 'xcit_timm_views', XCiT(official=False), xcit_timm_views, 'timm', '')
+    make_case(out, cases, 'xcit_timm_old_qkv', XCiT(official=False), xcit_timm_old, '', '')
     make_case(out, cases, 'sima_official', XCiT(official=True, tokens_norm=False),
               lambda sd, opt: {'model': sd, 'optimizer': opt.state_dict(), 'epoch': 2,
                                'args': argparse.Namespace(model='sima_tiny_12_p16', lr=5e-4, betas=None)}, '',

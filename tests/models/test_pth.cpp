@@ -53,7 +53,7 @@ Tensor logits_of(Model& model, const json& c) {
 
 TEST_CASE("upstream checkpoints convert and give PyTorch's logits (1e-4 relative)") {
   const json cases = load_cases();
-  REQUIRE(cases["good"].size() == 4);
+  REQUIRE(cases["good"].size() == 5);
   for (const json& c : cases["good"]) {
     CAPTURE(c["name"].get<std::string>());
     const UpstreamModel m = load_upstream_checkpoint(c["file"], c["from"], c["model"]);
@@ -89,6 +89,8 @@ TEST_CASE("the layouts are detected and the inferred configs are the upstream on
   CHECK(xcit.num_heads == 4);  // from attn.temperature
   CHECK(xcit.patch_size == 8);
   CHECK(xcit.tokens_norm);
+  CHECK(m["xcit_timm_old_qkv"].layout == "timm");
+  CHECK(m["xcit_timm_old_qkv"].model->config().num_heads == 4);
   const UpstreamModel& sima = m["sima_official"];
   CHECK(sima.layout == "official");
   CHECK(sima.where == "['model']");
@@ -122,7 +124,7 @@ TEST_CASE("hostile and malformed .pth files each end in one clear error, nothing
 
 TEST_CASE("sima-convert writes a checkpoint of ours; sima-eval's loader takes the .pth itself") {
   const json cases = load_cases();
-  const json& c = cases["good"][2];  // the official SimA release layout
+  const json& c = cases["good"][3];  // the official SimA release layout
   REQUIRE(c["name"] == "sima_official");
   TempDir dir;
   const std::string out = dir.file("sima.safetensors");
