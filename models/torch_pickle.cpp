@@ -179,6 +179,7 @@ class Unpickler {
   PyRef reduce(const PyRef& fn, const PyRef& args);
   PyRef rebuild_tensor(const std::vector<PyRef>& a);
   PyRef persistent_load(const PyRef& pid);
+  bool push_literal(uint8_t op);
   bool step(uint8_t op);
 
   const std::string& b_;
@@ -274,6 +275,37 @@ PyRef Unpickler::reduce(const PyRef& fn, const PyRef& args) {
   fail(label_, ": REDUCE at byte ", op_pos_, " calls '", fn->s, "', which is not callable here");
 }
 
+// Opcodes that push a constant (None, bools, ints, floats, strings); false for any other opcode.
+bool Unpickler::push_literal(uint8_t op) {
+  switch (op) {
+    case 'N': stack_.push_back(make(PyValue::None)); return true;
+    case 0x88: case 0x89: { PyRef v = make(PyValue::Bool); v->i = op == 0x88; stack_.push_back(v); return true; }
+    case 'J': { PyRef v = make(PyValue::Int); v->i = int32_t(uint32_t(le(4))); stack_.push_back(v); return true; }
+    case 'K': { PyRef v = make(PyValue::Int); v->i = int64_t(le(1)); stack_.push_back(v); return true; }
+    case 'M': { PyRef v = make(PyValue::Int); v->i = int64_t(le(2)); stack_.push_back(v); return true; }
+    case 0x8a: {                                                        // LONG1: n-byte two's complement
+      const uint64_t n = le(1);
+      check(n <= 8, label_, ": an integer of ", n, " bytes at byte ", op_pos_, " (at most 8 accepted)");
+      uint64_t u = le(n);
+      if (n > 0 && n < 8 && (u >> (8 * n - 1)) & 1) u |= ~uint64_t(0) << (8 * n);  // sign-extend
+      PyRef v = make(PyValue::Int); v->i = int64_t(u); stack_.push_back(v); return true;
+    }
+    case 'G': {                                                         // BINFLOAT: big-endian double
+      const uint8_t* p = take(8);
+      uint64_t u = 0;
+      for (int i = 0; i < 8; ++i) u = u << 8 | p[i];
+      PyRef v = make(PyValue::Float); v->f = std::bit_cast<double>(u); stack_.push_back(v); return true;
+    }
+    case 'X': case 0x8c: case 0x8d: case 'T': case 'U': case 'B': case 'C': {
+      const size_t n = op == 'X' || op == 'T' || op == 'B' ? 4 : op == 0x8d ? 8 : 1;
+      const uint64_t len = le(n);
+      check(len <= b_.size() - pos_, label_, ": a string of ", len, " bytes at byte ", op_pos_, " runs past the end");
+      PyRef v = make(op == 'B' || op == 'C' ? PyValue::Bytes : PyValue::Str); v->s = str(len); stack_.push_back(v); return true;
+    }
+    default: return false;
+  }
+}
+
 // One opcode; false at STOP.
 bool Unpickler::step(uint8_t op) {
   switch (op) {
@@ -281,30 +313,6 @@ bool Unpickler::step(uint8_t op) {
     case 0x95: le(8); break;                                            // FRAME: a length hint
     case '(': marks_.push_back(stack_.size()); break;                   // MARK
     case '.': return false;                                             // STOP
-    case 'N': stack_.push_back(make(PyValue::None)); break;
-    case 0x88: case 0x89: { PyRef v = make(PyValue::Bool); v->i = op == 0x88; stack_.push_back(v); break; }
-    case 'J': { PyRef v = make(PyValue::Int); v->i = int32_t(uint32_t(le(4))); stack_.push_back(v); break; }
-    case 'K': { PyRef v = make(PyValue::Int); v->i = int64_t(le(1)); stack_.push_back(v); break; }
-    case 'M': { PyRef v = make(PyValue::Int); v->i = int64_t(le(2)); stack_.push_back(v); break; }
-    case 0x8a: {                                                        // LONG1: n-byte two's complement
-      const uint64_t n = le(1);
-      check(n <= 8, label_, ": an integer of ", n, " bytes at byte ", op_pos_, " (at most 8 accepted)");
-      uint64_t u = le(n);
-      if (n > 0 && n < 8 && (u >> (8 * n - 1)) & 1) u |= ~uint64_t(0) << (8 * n);  // sign-extend
-      PyRef v = make(PyValue::Int); v->i = int64_t(u); stack_.push_back(v); break;
-    }
-    case 'G': {                                                         // BINFLOAT: big-endian double
-      const uint8_t* p = take(8);
-      uint64_t u = 0;
-      for (int i = 0; i < 8; ++i) u = u << 8 | p[i];
-      PyRef v = make(PyValue::Float); v->f = std::bit_cast<double>(u); stack_.push_back(v); break;
-    }
-    case 'X': case 0x8c: case 0x8d: case 'T': case 'U': case 'B': case 'C': {
-      const size_t n = op == 'X' || op == 'T' || op == 'B' ? 4 : op == 0x8d ? 8 : 1;
-      const uint64_t len = le(n);
-      check(len <= b_.size() - pos_, label_, ": a string of ", len, " bytes at byte ", op_pos_, " runs past the end");
-      PyRef v = make(op == 'B' || op == 'C' ? PyValue::Bytes : PyValue::Str); v->s = str(len); stack_.push_back(v); break;
-    }
     case '}': stack_.push_back(make(PyValue::Dict)); break;
     case ']': stack_.push_back(make(PyValue::List)); break;
     case ')': stack_.push_back(make(PyValue::Tuple)); break;
@@ -352,6 +360,7 @@ bool Unpickler::step(uint8_t op) {
       break;
     }
     default: {
+      if (push_literal(op)) break;
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02x", op);
       fail(label_, ": pickle opcode ", hex, (op >= 0x20 && op < 0x7f ? std::string(" '") + char(op) + "'" : ""),
