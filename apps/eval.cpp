@@ -108,11 +108,12 @@ int evaluate_features(const Cli& cli) {
   std::shared_ptr<Model> model;
   Transform transform;  // pixels without a checkpoint: standardised with the train split's mean/std
   if (!path.empty()) {
-    const CheckpointEvalInfo info = read_checkpoint_eval_info(path);
+    const LoadedCheckpoint loaded = load_checkpoint_for_eval(path, cli.get("from"), cli.get("model"));
+    const CheckpointEvalInfo& info = loaded.info;
     transform = eval_transform(info.config, info.crop_pct);
     if (data.empty()) data = info.data;
     if (cli.get("features") == "model") {
-      model = load_checkpoint(path);
+      model = loaded.model;
     } else if (cli.get("features") == "init") {
       // The random-initialisation baseline: the same architecture, weights as a run seeded
       // with --seed creates them before its first step (the trainers seed, then build the model).
