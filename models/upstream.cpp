@@ -268,8 +268,7 @@ UpstreamModel build_upstream_model(const NamedTensors& sd, const std::string& fr
       if (!j.contains(key)) missing += "\n  " + key + ": " + why;
     check(missing.empty(), where, ": the config cannot be inferred from the tensor shapes:", missing,
           "\ngive these keys with --model '{\"key\": value, ...}' (or a registered model name)");
-    cfg = inferred.config;
-    cfg = config_from_json(j, cfg, "--model");
+    cfg = config_from_json(j, inferred.config, "--model");
   }
   int64_t file_floats = 0;
   for (const auto& [n, t] : mapped) file_floats += t.numel();
