@@ -8,6 +8,7 @@ pixels and width 4 to 8, one head), float16 and bfloat16 storages, views and wra
 first byte is the harness's mode: 1 (a file, nothing given), 2 (a file, one head given) or 0
 (the file's data.pkl alone, for the unpickler).
 """
+import argparse
 import io
 import os
 import sys
@@ -39,12 +40,15 @@ def main():
     deit = gen_pth.DistilledDeit(dim=4, depth=1, heads=1, patch=4, classes=2).state_dict()
     xcit = gen_pth.XCiT(official=False, dim=8, depth=1, heads=1, classes=2).state_dict()
     sima = gen_pth.XCiT(official=True, dim=8, depth=1, heads=1, tokens_norm=False, classes=2).state_dict()
+    cvt = gen_pth.CvT(dims=(4, 8), depths=(1, 1), classes=2, heads=(1, 1)).state_dict()
     files = {
         'deit_fp16': {k: v.half() if v.is_floating_point() else v for k, v in deit.items()},
         'xcit_views': gen_pth.xcit_timm_views(xcit, None),
         'sima_wrapped': {'model': {k: v.bfloat16() if v.is_floating_point() else v for k, v in sima.items()},
-                         'epoch': 1, 'lr': 1e-3, 'names': ['a', 'b'], 'flags': (True, None)},
+                         'epoch': 1, 'lr': 1e-3, 'names': ['a', 'b'], 'flags': (True, None),
+                         'args': argparse.Namespace(model='sima_nano', lr=1e-3)},
         'module_prefix': {'module.' + k: v for k, v in deit.items()},
+        'cvt_bf16': {k: v.bfloat16() if v.is_floating_point() else v for k, v in cvt.items()},
     }
     for name, obj in files.items():
         data = saved(obj)

@@ -54,7 +54,7 @@ max_len() {  # inputs a little larger than the largest seed (CIFAR: three record
 }
 ci_runs() {  # inputs per harness in --ci mode: about 20 s each, idle, 1 thread
   case "$1" in config) echo 180000 ;; idx) echo 180000 ;; cifar) echo 300000 ;; image) echo 200000 ;;
-    safetensors) echo 450000 ;; checkpoint) echo 40000 ;; pth) echo 25000 ;; esac
+    safetensors) echo 450000 ;; checkpoint) echo 40000 ;; pth) echo 20000 ;; esac
 }
 dict() {
   case "$1" in config) echo "-dict=$here/dict/config.dict" ;; safetensors | checkpoint) echo "-dict=$here/dict/safetensors.dict" ;;

@@ -334,11 +334,11 @@ class CvtStage(nn.Module):
 
 
 class CvT(nn.Module):
-    def __init__(self, dims=(64, 128, 192), depths=(1, 1, 1), classes=10):
+    def __init__(self, dims=(64, 128, 192), depths=(1, 1, 1), classes=10, heads=None):
         super().__init__()
-        cin, geo = 3, [(7, 4, 2), (3, 2, 1), (3, 2, 1)]
+        cin, geo, heads = 3, [(7, 4, 2), (3, 2, 1), (3, 2, 1)], heads or [d // 64 for d in dims]
         for i, (d, n) in enumerate(zip(dims, depths)):
-            setattr(self, f'stage{i}', CvtStage(cin, d, n, d // 64, *geo[i], i == len(dims) - 1))
+            setattr(self, f'stage{i}', CvtStage(cin, d, n, heads[i], *geo[i], i == len(dims) - 1))
             cin = d
         self.n = len(dims)
         self.norm, self.head = nn.LayerNorm(dims[-1]), nn.Linear(dims[-1], classes)
