@@ -2,6 +2,7 @@
 // evaluates frozen features with k-NN and a linear probe.
 //
 //   build/bin/sima-eval --checkpoint runs/NAME/model.safetensors [--data SPEC] [--split test|train]
+//                       (or --checkpoint upstream.pth [--from official|timm|cvt] [--model ...], models/upstream.h)
 //                       [--batch N] [--workers N] [--limit N] [--json]
 //   build/bin/sima-eval --checkpoint CKPT --image a.png b.jpg [--topk K] [--json]
 //   build/bin/sima-eval --checkpoint CKPT --knn [--k 10,20,100,200] [--temperature 0.07]
@@ -107,11 +108,12 @@ int evaluate_features(const Cli& cli) {
   std::shared_ptr<Model> model;
   Transform transform;  // pixels without a checkpoint: standardised with the train split's mean/std
   if (!path.empty()) {
-    const CheckpointEvalInfo info = read_checkpoint_eval_info(path);
+    const LoadedCheckpoint loaded = load_checkpoint_for_eval(path, cli.get("from"), cli.get("model"));
+    const CheckpointEvalInfo& info = loaded.info;
     transform = eval_transform(info.config, info.crop_pct);
     if (data.empty()) data = info.data;
     if (cli.get("features") == "model") {
-      model = load_checkpoint(path);
+      model = loaded.model;
     } else if (cli.get("features") == "init") {
       // The random-initialisation baseline: the same architecture, weights as a run seeded
       // with --seed creates them before its first step (the trainers seed, then build the model).
@@ -196,7 +198,10 @@ int main(int argc, char** argv) {
   Cli cli("sima-eval",
           "Evaluates a checkpoint on a dataset split, classifies images with it, or evaluates its frozen features "
           "(--knn, --linear-probe).");
-  cli.flag("checkpoint", "PATH", "model.safetensors to evaluate (not needed for --features pixels with --data)");
+  cli.flag("checkpoint", "PATH",
+           "model.safetensors to evaluate, or an upstream torch.save .pth (not needed for --features pixels with --data)");
+  cli.flag("from", "official|timm|cvt", "a .pth checkpoint's layout (default: detected; see sima-convert)");
+  cli.flag("model", "NAME|JSON|FILE", "a .pth checkpoint's config overrides (see sima-convert)");
   cli.flag("data", "SPEC",
            "dataset spec: fashion_mnist[:ROOT], mnist:ROOT, cifar10:ROOT, cifar100:ROOT, folder:ROOT "
            "(default: the checkpoint's training data)");
@@ -232,8 +237,9 @@ int main(int argc, char** argv) {
   try {
     if (cli.is_set("knn") || cli.is_set("linear-probe")) return evaluate_features(cli);
     const std::string path = cli.get("checkpoint");
-    const CheckpointEvalInfo info = read_checkpoint_eval_info(path);
-    std::shared_ptr<Model> model = load_checkpoint(path);
+    const LoadedCheckpoint loaded = load_checkpoint_for_eval(path, cli.get("from"), cli.get("model"));
+    const CheckpointEvalInfo& info = loaded.info;
+    std::shared_ptr<Model> model = loaded.model;
     // The data: --data, else the checkpoint's training data spec.
     const std::string data = cli.get("data").empty() ? info.data : cli.get("data");
     // Class names: the checkpoint's, else the dataset's, numbers for the rest.

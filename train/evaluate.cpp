@@ -14,7 +14,10 @@
 #include "core/ops/softmax.h"
 #include "data/image_io.h"
 #include "data/loader.h"
+#include "models/checkpoint.h"
+#include "models/pth.h"
 #include "models/registry.h"
+#include "models/upstream.h"
 #include "models/safetensors.h"
 #include "train/data_spec.h"
 #include "train/transforms.h"
@@ -318,6 +321,21 @@ CheckpointEvalInfo read_checkpoint_eval_info(const std::string& path) {
     }
   }
   return info;
+}
+
+LoadedCheckpoint load_checkpoint_for_eval(const std::string& path, const std::string& from,
+                                          const std::string& model_spec) {
+  LoadedCheckpoint out;
+  if (is_pth_path(path)) {
+    out.model = load_upstream_checkpoint(path, from, model_spec).model;
+    out.info.config = out.model->config();
+    out.info.crop_pct = default_crop_pct(out.info.config.img_size);
+    return out;
+  }
+  check(from.empty() && model_spec.empty(), path, ": --from / --model apply to torch.save (.pth) files only");
+  out.info = read_checkpoint_eval_info(path);
+  out.model = load_checkpoint(path);
+  return out;
 }
 
 }  // namespace sima

@@ -32,7 +32,7 @@ ci=0
 if [ "${1:-}" = "--ci" ]; then ci=1; shift; seconds=60; else seconds="${1:-20}"; shift || true; fi
 build="${SIMA_FUZZ_BUILD:-$root/build/fuzz}"
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(config idx cifar image safetensors checkpoint)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(config idx cifar image safetensors checkpoint pth)
 
 command -v clang++ >/dev/null || { echo "run.sh: clang++ not found (setup.sh installs clang)" >&2; exit 1; }
 if [ ! -f "$build/CMakeCache.txt" ]; then
@@ -50,14 +50,15 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:suppre
 limits=(-rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10)
 
 max_len() {  # inputs a little larger than the largest seed (CIFAR: three records)
-  case "$1" in cifar) echo 9300 ;; checkpoint) echo 20000 ;; *) echo 4096 ;; esac
+  case "$1" in cifar) echo 9300 ;; checkpoint) echo 20000 ;; pth) echo 40000 ;; *) echo 4096 ;; esac
 }
 ci_runs() {  # inputs per harness in --ci mode: about 20 s each, idle, 1 thread
   case "$1" in config) echo 180000 ;; idx) echo 180000 ;; cifar) echo 300000 ;; image) echo 200000 ;;
-    safetensors) echo 450000 ;; checkpoint) echo 40000 ;; esac
+    safetensors) echo 450000 ;; checkpoint) echo 40000 ;; pth) echo 20000 ;; esac
 }
 dict() {
-  case "$1" in config) echo "-dict=$here/dict/config.dict" ;; safetensors | checkpoint) echo "-dict=$here/dict/safetensors.dict" ;; esac
+  case "$1" in config) echo "-dict=$here/dict/config.dict" ;; safetensors | checkpoint) echo "-dict=$here/dict/safetensors.dict" ;;
+    pth) echo "-dict=$here/dict/pth.dict" ;; esac
 }
 
 status=0
