@@ -16,7 +16,8 @@
 // with ∂n/∂x_j = sign(x_j) for ℓ1 and x_j / n = y_j for ℓ2; sign(0) = 0, as in PyTorch.
 // The backward takes x, not y: callers save the input (usually a view of the qkv output,
 // kept alive anyway) and the d norms, rather than a second N×d tensor y.
-// Precision: the two sums over the N tokens (n_c, and Σ g·x) accumulate in double, and the
+// Precision: the two sums over the N tokens (n_c, and Σ g·x) accumulate in double (float
+// partial sums of kRowBlock = 8 rows, so the loop keeps full float SIMD width), and the
 // backward's g − sign(x)·s keeps s's double precision. When the tokens are alike,
 // g ≈ sign(x)·s and the difference is far smaller than g: any rounding in n_c or s reappears
 // magnified there (docs/derivations.md §6, "Precision").
@@ -46,6 +47,7 @@ inline void column_scale(const float* x, const float* norm, float* y, int64_t N,
 
 // The sums over the tokens run a block of columns at a time, their accumulators on the stack.
 constexpr int64_t kColumnBlock = 64;
+constexpr int64_t kRowBlock = 8;  // rows summed in float before the double accumulator
 
 // x, y: N×d; norm: d, receives n_c (before the clamp; untouched for None). y may not alias x.
 inline void column_normalize(const float* x, float* y, float* norm, int64_t N, int64_t d,
@@ -54,13 +56,18 @@ inline void column_normalize(const float* x, float* y, float* norm, int64_t N, i
     for (int64_t c0 = 0; c0 < d; c0 += kColumnBlock) {
       const int64_t w = std::min(kColumnBlock, d - c0);
       double acc[kColumnBlock] = {};
-      // Column sums, a row at a time so the inner loop runs along memory (and vectorises).
-      for (int64_t i = 0; i < N; ++i) {
-        const float* xi = x + i * d + c0;
-        if (p == ColumnNorm::L1)
-          for (int64_t c = 0; c < w; ++c) acc[c] += std::fabs(xi[c]);
-        else
-          for (int64_t c = 0; c < w; ++c) acc[c] += static_cast<double>(xi[c]) * xi[c];
+      // Column sums, a row at a time so the inner loop runs along memory (and vectorises):
+      // float partial sums over kRowBlock rows at full SIMD width, each added into double.
+      for (int64_t i0 = 0; i0 < N; i0 += kRowBlock) {
+        float part[kColumnBlock] = {};
+        for (int64_t i = i0; i < std::min(N, i0 + kRowBlock); ++i) {
+          const float* xi = x + i * d + c0;
+          if (p == ColumnNorm::L1)
+            for (int64_t c = 0; c < w; ++c) part[c] += std::fabs(xi[c]);
+          else
+            for (int64_t c = 0; c < w; ++c) part[c] += xi[c] * xi[c];
+        }
+        for (int64_t c = 0; c < w; ++c) acc[c] += part[c];
       }
       for (int64_t c = 0; c < w; ++c)
         norm[c0 + c] = static_cast<float>(p == ColumnNorm::L2 ? std::sqrt(acc[c]) : acc[c]);
@@ -84,10 +91,14 @@ inline void column_normalize_backward(const float* g, const float* x, const floa
   const bool l1 = p == ColumnNorm::L1;
   for (int64_t c0 = 0; c0 < d; c0 += kColumnBlock) {
     const int64_t w = std::min(kColumnBlock, d - c0);
-    double acc[kColumnBlock] = {};  // Σ_i g·x
-    for (int64_t i = 0; i < N; ++i) {
-      const float *gi = g + i * d + c0, *xi = x + i * d + c0;
-      for (int64_t c = 0; c < w; ++c) acc[c] += static_cast<double>(gi[c]) * xi[c];
+    double acc[kColumnBlock] = {};  // Σ_i g·x, float partial sums over kRowBlock rows
+    for (int64_t i0 = 0; i0 < N; i0 += kRowBlock) {
+      float part[kColumnBlock] = {};
+      for (int64_t i = i0; i < std::min(N, i0 + kRowBlock); ++i) {
+        const float *gi = g + i * d + c0, *xi = x + i * d + c0;
+        for (int64_t c = 0; c < w; ++c) part[c] += gi[c] * xi[c];
+      }
+      for (int64_t c = 0; c < w; ++c) acc[c] += part[c];
     }
     float hi[kColumnBlock], lo[kColumnBlock], r[kColumnBlock];
     for (int64_t c = 0; c < w; ++c) {
