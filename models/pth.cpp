@@ -112,15 +112,6 @@ Tensor materialise(const TensorRef& r, const std::string& storage) {
   return t;
 }
 
-std::string read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(bool(in), path, ": cannot open for reading");
-  std::ostringstream os;
-  os << in.rdbuf();
-  check(!in.bad(), path, ": read error");
-  return os.str();
-}
-
 }  // namespace
 
 bool is_pth_path(const std::string& path) {
@@ -133,7 +124,7 @@ bool is_pth_path(const std::string& path) {
   return in.read(magic, 4) && looks_like_zip(std::string(magic, 4));
 }
 
-PthStateDict load_pth_state_dict(const std::string& path) { return load_pth_state_dict_bytes(read_whole(path), path); }
+PthStateDict load_pth_state_dict(const std::string& path) { return load_pth_state_dict_bytes(read_file_bytes(path), path); }
 
 PthStateDict load_pth_state_dict_bytes(std::string bytes, const std::string& label) {
   check(!(bytes.size() >= 2 && uint8_t(bytes[0]) == 0x80), label,

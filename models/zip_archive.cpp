@@ -23,7 +23,9 @@ uint16_t u16(const std::string& b, size_t at) {
 }
 uint32_t u32(const std::string& b, size_t at) { return uint32_t(u16(b, at)) | uint32_t(u16(b, at + 2)) << 16; }
 
-std::string read_file(const std::string& path) {
+}  // namespace
+
+std::string read_file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   check(bool(in), path, ": cannot open for reading");
   std::ostringstream os;
@@ -32,11 +34,9 @@ std::string read_file(const std::string& path) {
   return os.str();
 }
 
-}  // namespace
-
 bool looks_like_zip(const std::string& b) { return b.size() >= 4 && u32(b, 0) == kLocalSig; }
 
-ZipArchive::ZipArchive(const std::string& path) : ZipArchive(read_file(path), path) {}
+ZipArchive::ZipArchive(const std::string& path) : ZipArchive(read_file_bytes(path), path) {}
 
 ZipArchive::ZipArchive(std::string bytes, std::string label) : bytes_(std::move(bytes)), label_(std::move(label)) {
   parse_directory();

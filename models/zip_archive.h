@@ -47,6 +47,9 @@ class ZipArchive {
   std::vector<Entry> entries_;
 };
 
+// The whole file at `path` as bytes; a sima::Error naming the path when it cannot be read.
+std::string read_file_bytes(const std::string& path);
+
 // True when the bytes start like a zip archive ("PK\3\4").
 bool looks_like_zip(const std::string& first_bytes);
 
