@@ -8,7 +8,8 @@
 //   x (B, N, C) --qkv--> q, k, v (B, h, N, d) --core--> o (B, h, N, d) --merge, proj--> (B, N, C)
 //
 // A variant overrides core(); the few that differ before the core (SOFT shares
-// q = k) override forward() too, and one with a gate (relu) overrides gate_heads().
+// q = k; linformer with compress = input projects x along the tokens first) override
+// forward() too, and one with a gate (relu) overrides gate_heads().
 // Every variant is one row of the table in variants.h (name, factory, the option keys it
 // reads, its traits); docs/adding_a_variant.md.
 #pragma once
