@@ -12,6 +12,12 @@ namespace sima {
 constexpr int64_t kGrainElementwise = 32768;  // cheap elementwise ops (add, mul, relu)
 constexpr int64_t kGrainTranscendental = 4096;  // exp, erf, tanh ... per element
 
+// Items per parallel_for chunk so that a chunk holds about `target` units of work when one
+// item costs `work_per_item` (at least one item): grain_for(kGemmGrain, N * N * d).
+inline int64_t grain_for(int64_t target, int64_t work_per_item) {
+  return std::max<int64_t>(1, target / std::max<int64_t>(1, work_per_item));
+}
+
 inline int num_threads() { return omp_get_max_threads(); }
 inline void set_num_threads(int n) { omp_set_num_threads(std::max(1, n)); }
 

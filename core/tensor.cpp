@@ -177,7 +177,6 @@ Tensor zeros(const Shape& shape) {
   return t;
 }
 Tensor ones(const Shape& shape) { return full(shape, 1.0f); }
-Tensor empty_like(const Tensor& t) { return empty(t.shape()); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape()); }
 Tensor scalar_tensor(float value) { return full(Shape{}, value); }

@@ -95,7 +95,6 @@ Tensor empty(const Shape& shape);  // uninitialised values
 Tensor zeros(const Shape& shape);
 Tensor ones(const Shape& shape);
 Tensor full(const Shape& shape, float value);
-Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor scalar_tensor(float value);  // 0-d tensor

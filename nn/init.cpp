@@ -28,7 +28,6 @@ void constant_(const Tensor& t, float value) {
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = value;
 }
 void zeros_(const Tensor& t) { constant_(t, 0.f); }
-void ones_(const Tensor& t) { constant_(t, 1.f); }
 
 int64_t fan_in(const Tensor& w) {
   check(w.dim() >= 2, "fan_in: weight of shape ", w.shape(), " needs at least 2 dims");

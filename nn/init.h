@@ -13,7 +13,6 @@ void normal_(const Tensor& t, float mean = 0.f, float std = 1.f, Generator& gen 
 void uniform_(const Tensor& t, float low = 0.f, float high = 1.f, Generator& gen = rng(RngStream::Init));
 void constant_(const Tensor& t, float value);
 void zeros_(const Tensor& t);
-void ones_(const Tensor& t);
 
 // fan_in of a Linear (out, in) or Conv (out, in/groups, kh, kw) weight: in·kh·kw.
 int64_t fan_in(const Tensor& weight);

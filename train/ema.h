@@ -19,7 +19,6 @@ class ModelEma {
   void update(const Module& model);  // with the configured decay
   void update(const Module& model, double decay);
   Module& module() { return *ema_; }
-  std::shared_ptr<Module> module_ptr() { return ema_; }
   double decay() const { return decay_; }
 
  private:

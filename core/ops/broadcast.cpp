@@ -83,7 +83,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   float* po = out.data();
   const int64_t inner = p.inner, sa = p.stride_a[p.ndim - 1];
   if (sa == 1) {  // threads take disjoint column ranges of the row, each over all rows
-    parallel_for(inner, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, p.rows)),
+    parallel_for(inner, grain_for(kGrainElementwise, p.rows),
                  [&](int64_t j0, int64_t j1) {
                    for (int64_t r = 0; r < p.rows; ++r) {
                      int64_t oa, og;
@@ -95,7 +95,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
                  });
   } else {  // each row sums to one value (in parallel), then rows add into targets in order
     std::vector<float> row_sum(p.rows);
-    parallel_for(p.rows, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, inner)),
+    parallel_for(p.rows, grain_for(kGrainElementwise, inner),
                  [&](int64_t r0, int64_t r1) {
                    for (int64_t r = r0; r < r1; ++r) {
                      const float* src = pg + r * inner;
@@ -121,7 +121,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape, const char* op) {
   const float* px = x.data();
   float* po = out.data();
   int64_t inner = p.inner, sa = p.stride_a[p.ndim - 1];
-  parallel_for(p.rows, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, inner)),
+  parallel_for(p.rows, grain_for(kGrainElementwise, inner),
                [&](int64_t r0, int64_t r1) {
                  for (int64_t r = r0; r < r1; ++r) {
                    int64_t oa, oo;

@@ -189,7 +189,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int stride, 
       if (rb) {  // db[co] = Σ_b Σ_hw dy[b, co, hw]
         gb = empty(Shape{g.Cout});
         float* pb = gb.data();
-        parallel_for(g.Cout, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, g.B * HW)),
+        parallel_for(g.Cout, grain_for(kGrainElementwise, g.B * HW),
                      [&](int64_t c0, int64_t c1) {
                        for (int64_t co = c0; co < c1; ++co) {
                          float s = 0.f;
@@ -229,7 +229,7 @@ Tensor avg_pool2d(const Tensor& x, int kernel, int stride, int padding) {
   // Calls f(plane, oh, ow, h0, h1, w0, w1) for every output pixel of every (b, c) plane,
   // with [h0, h1) x [w0, w1) its window clipped to the unpadded input; planes in parallel.
   auto for_each_window = [=](int64_t planes, auto&& f) {
-    parallel_for(planes, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, Ho * Wo * k * k)),
+    parallel_for(planes, grain_for(kGrainElementwise, Ho * Wo * k * k),
                  [&](int64_t p0, int64_t p1) {
                    for (int64_t pl = p0; pl < p1; ++pl)
                      for (int64_t oh = 0; oh < Ho; ++oh)

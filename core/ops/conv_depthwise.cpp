@@ -24,7 +24,7 @@ Tensor conv2d_depthwise(const Tensor& x, const Tensor& w, const Tensor& bias, co
   const float *px = x.data(), *pw = w.data(), *pb = bias.defined() ? bias.data() : nullptr;
   float* py = y.data();
   // One (b, c) plane per task.
-  parallel_for(g.B * C, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, HWo * K)),
+  parallel_for(g.B * C, grain_for(kGrainElementwise, HWo * K),
                [&](int64_t p0, int64_t p1) {
                  for (int64_t pl = p0; pl < p1; ++pl) {
                    const int64_t c = pl % C;
@@ -65,7 +65,7 @@ Tensor conv2d_depthwise(const Tensor& x, const Tensor& w, const Tensor& bias, co
       // One channel per task: dw[c] and db[c] sum over the batch inside the task (in
       // order of b, so the result does not depend on the thread count), and dx[b, c]
       // is only written by channel c's task.
-      parallel_for(C, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, g.B * HWo * K)),
+      parallel_for(C, grain_for(kGrainElementwise, g.B * HWo * K),
                    [&](int64_t c0, int64_t c1) {
                      for (int64_t c = c0; c < c1; ++c)
                        for (int64_t b = 0; b < g.B; ++b) {

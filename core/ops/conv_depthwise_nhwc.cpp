@@ -52,7 +52,7 @@ Tensor conv2d_depthwise_channels_last(const Tensor& x, const Tensor& w, const Te
   const float *px = x.data(), *pb = bias.defined() ? bias.data() : nullptr;
   float* py = y.data();
   // One output row (b, oh) per task.
-  parallel_for(B * Ho, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, Wo * K * C)),
+  parallel_for(B * Ho, grain_for(kGrainElementwise, Wo * K * C),
                [&](int64_t r0, int64_t r1) {
                  for (int64_t r = r0; r < r1; ++r) {
                    const int64_t b = r / Ho, oh = r % Ho;

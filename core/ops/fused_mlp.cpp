@@ -35,7 +35,7 @@ bool parse_mlp_activation(const std::string& name, MlpActivation* out) {
 namespace {
 
 // Rows split across threads, ~kGrainTranscendental activations per thread at least.
-int64_t row_grain(int64_t H) { return std::max<int64_t>(1, kGrainTranscendental / std::max<int64_t>(1, H)); }
+int64_t row_grain(int64_t H) { return grain_for(kGrainTranscendental, H); }
 
 // h (R×H) += b1 per row, a = act(h). a may be h itself (inference: h is not kept).
 template <class Fn>

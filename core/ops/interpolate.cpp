@@ -106,7 +106,7 @@ Tensor interpolate(const Tensor& x, int64_t out_h, int64_t out_w, InterpMode mod
   Tensor y = empty(Shape{B, C, out_h, out_w});
   const float* px = x.data();
   float* py = y.data();
-  const int64_t grain = std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, out_h * out_w * nh * nw));
+  const int64_t grain = grain_for(kGrainElementwise, out_h * out_w * nh * nw);
   // One (b, c) plane per task.
   parallel_for(B * C, grain, [&](int64_t p0, int64_t p1) {
     for (int64_t pl = p0; pl < p1; ++pl) {

@@ -109,7 +109,7 @@ void gemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
     return;
   }
   const int64_t work_per_target = std::max<int64_t>(1, mnk * (count / std::max<int64_t>(1, count_c)));
-  parallel_for(count_c, std::max<int64_t>(1, kGemmGrain / work_per_target), run);
+  parallel_for(count_c, grain_for(kGemmGrain, work_per_target), run);
 }
 
 std::vector<int64_t> iota(int64_t n) {

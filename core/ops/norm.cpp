@@ -57,7 +57,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   Tensor y = empty(x.shape()), mean = empty({R}), rstd = empty({R});
   const float *px = x.data(), *pw = data_or_null(weight), *pb = data_or_null(bias);
   float *py = y.data(), *pm = mean.data(), *pr = rstd.data();
-  parallel_for(R, std::max<int64_t>(1, kGrainRows / std::max<int64_t>(1, C)), [&](int64_t r0, int64_t r1) {
+  parallel_for(R, grain_for(kGrainRows, C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = px + r * C;
       float s = 0.f;
@@ -171,7 +171,7 @@ Tensor batch_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias
     shift[size_t(c)] = (pb ? pb[c] : 0.f) - pm[c] * scale[size_t(c)];
   }
   float* py = y.data();
-  parallel_for(N, std::max<int64_t>(1, kGrainElementwise / C), [&](int64_t r0, int64_t r1) {
+  parallel_for(N, grain_for(kGrainElementwise, C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t c = 0; c < C; ++c) py[r * C + c] = px[r * C + c] * scale[size_t(c)] + shift[size_t(c)];
   });
@@ -204,7 +204,7 @@ Tensor batch_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias
       }
       if (rx) {
         float* pd = dx.data();
-        parallel_for(N, std::max<int64_t>(1, kGrainElementwise / C), [&](int64_t r0, int64_t r1) {
+        parallel_for(N, grain_for(kGrainElementwise, C), [&](int64_t r0, int64_t r1) {
           for (int64_t r = r0; r < r1; ++r)
             for (int64_t c = 0; c < C; ++c) {
               const float xh = (px[r * C + c] - pm[c]) * pr[c];
@@ -245,7 +245,7 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
   Tensor y = empty(x.shape()), mean = empty({C}), rstd = empty({C});
   const float *px = x.data(), *pw = data_or_null(weight), *pb = data_or_null(bias);
   float *py = y.data(), *pm = mean.data(), *pr = rstd.data();
-  parallel_for(C, std::max<int64_t>(1, kGrainRows / std::max<int64_t>(1, N)), [&](int64_t c0, int64_t c1) {
+  parallel_for(C, grain_for(kGrainRows, N), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       float m, rs;
       if (training) {  // double sums: N = B·H·W can be 10⁵ and more
@@ -296,7 +296,7 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
       Tensor dw = rw ? empty({C}) : Tensor(), db = rb ? empty({C}) : Tensor();
       const float *px = xs.data(), *pg = g.data(), *pw = data_or_null(ws);
       const float *pm = mean.data(), *pr = rstd.data();
-      parallel_for(C, std::max<int64_t>(1, kGrainRows / std::max<int64_t>(1, N)), [&](int64_t c0, int64_t c1) {
+      parallel_for(C, grain_for(kGrainRows, N), [&](int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) {
           const float m = pm[c], rs = pr[c], wc = pw ? pw[c] : 1.f;
           double sg = 0.0, sgx = 0.0;  // Σ g, Σ g·x̂ over the channel

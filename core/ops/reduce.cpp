@@ -172,7 +172,7 @@ void reduce_sum_kernel(const Tensor& x, const ReduceDims& rd, const float* cente
       out[0] = static_cast<float>(acc * scale);
       return;
     }
-    parallel_for(n_out, std::max<int64_t>(1, kGrainElementwise / work_per_out),
+    parallel_for(n_out, grain_for(kGrainElementwise, work_per_out),
                  [&](int64_t o0, int64_t o1) {
                    for (int64_t o = o0; o < o1; ++o) {
                      const float* base = px + kept_offset(o);
@@ -190,7 +190,7 @@ void reduce_sum_kernel(const Tensor& x, const ReduceDims& rd, const float* cente
   constexpr int64_t kCols = 256;
   const int64_t n_rows = n_out / inner, col_blocks = (inner + kCols - 1) / kCols;
   const int64_t work_per_task = std::min(inner, kCols) * work_per_out;
-  parallel_for(n_rows * col_blocks, std::max<int64_t>(1, kGrainElementwise / work_per_task),
+  parallel_for(n_rows * col_blocks, grain_for(kGrainElementwise, work_per_task),
                [&](int64_t t0, int64_t t1) {
                  double acc[kCols];
                  for (int64_t t = t0; t < t1; ++t) {
@@ -292,7 +292,7 @@ void max_kernel(const Tensor& x, int dim, float* vals, int64_t* idx) {
     // Max along the last dim, per contiguous row: first the value, over eight independent
     // lanes (v > m ? v : m is one branch-free maxss; one running max would be a single
     // dependency chain), with NaNs flagged separately; then the first index holding it.
-    parallel_for(outer, std::max<int64_t>(1, kGrainElementwise / r_len), [&](int64_t o0, int64_t o1) {
+    parallel_for(outer, grain_for(kGrainElementwise, r_len), [&](int64_t o0, int64_t o1) {
       for (int64_t o = o0; o < o1; ++o) {
         const float* row = px + o * r_len;
         float lane[8];
@@ -332,7 +332,7 @@ void max_kernel(const Tensor& x, int dim, float* vals, int64_t* idx) {
   constexpr int64_t kCols = 256;
   const int64_t col_blocks = (inner + kCols - 1) / kCols;
   const int64_t work_per_task = std::min(inner, kCols) * r_len;
-  parallel_for(outer * col_blocks, std::max<int64_t>(1, kGrainElementwise / work_per_task),
+  parallel_for(outer * col_blocks, grain_for(kGrainElementwise, work_per_task),
                [&](int64_t t0, int64_t t1) {
                  for (int64_t t = t0; t < t1; ++t) {
                    const int64_t o = t / col_blocks, j0 = (t % col_blocks) * kCols;

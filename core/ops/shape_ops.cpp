@@ -89,7 +89,7 @@ void copy_block(const float* src, const Strides& ss, float* dst, const Strides& 
   // Otherwise rows along the innermost coalesced dim (index 0: the order is inner to outer).
   const int64_t inner = size[0], rows = shape.numel() / inner;
   const bool contiguous_row = cs[0] == 1 && cd[0] == 1;
-  parallel_for(rows, std::max<int64_t>(1, kGrainElementwise / inner), [&](int64_t r0, int64_t r1) {
+  parallel_for(rows, grain_for(kGrainElementwise, inner), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t k = r, os = 0, od = 0;
       for (int i = 1; i < m; ++i) {
@@ -414,7 +414,7 @@ Tensor index_select(const Tensor& x, int dim, const std::vector<int64_t>& index)
   Tensor y = empty(out);
   const float* px = x.data();
   float* py = y.data();
-  parallel_for(k_len, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, row)),
+  parallel_for(k_len, grain_for(kGrainElementwise, row),
                [&](int64_t k0, int64_t k1) {
                  for (int64_t k = k0; k < k1; ++k)
                    std::memcpy(py + k * row, px + index[k] * row, sizeof(float) * row);
@@ -427,7 +427,7 @@ Tensor index_select(const Tensor& x, int dim, const std::vector<int64_t>& index)
       const int64_t k_len = static_cast<int64_t>(index.size());
       // Threads split the columns, so repeated rows never race and the order of the sum
       // (k ascending) is fixed.
-      parallel_for(row, std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, k_len)),
+      parallel_for(row, grain_for(kGrainElementwise, k_len),
                    [&](int64_t j0, int64_t j1) {
                      for (int64_t k = 0; k < k_len; ++k) {
                        const float* src = pg + k * row;

@@ -154,7 +154,7 @@ Tensor cross_entropy_impl(const Tensor& logits, const std::vector<int64_t>* hard
   const float* pt = hard ? nullptr : soft.data();
   float* pl = row_loss.data();
   const float on = 1.f - eps, off = eps / C;
-  parallel_for(B, std::max<int64_t>(1, kGrainRows / C), [&](int64_t b0, int64_t b1) {
+  parallel_for(B, grain_for(kGrainRows, C), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const float* lr = plp + b * C;
       float s = 0.f;  // Σ logp (the smoothing term) or Σ q·logp
@@ -192,7 +192,7 @@ Tensor cross_entropy_impl(const Tensor& logits, const std::vector<int64_t>* hard
       const int64_t B = logp.size(0), C = logp.size(1);
       Tensor dz = rz ? empty(logp.shape()) : Tensor(), dt = rt ? empty(logp.shape()) : Tensor();
       const float *plp = logp.data(), *pt = hard ? nullptr : ts.data(), *pg = g.data();
-      parallel_for(B, std::max<int64_t>(1, kGrainRows / C), [&](int64_t b0, int64_t b1) {
+      parallel_for(B, grain_for(kGrainRows, C), [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
           const float sb = reduction == Reduction::None ? pg[b]
                            : reduction == Reduction::Mean ? pg[0] / B : pg[0];

@@ -26,7 +26,7 @@ Tensor weight_norm(const Tensor& v, const Tensor& g) {
   Tensor w = empty(v.shape()), norms = empty({R});
   const float *pv = v.data(), *pg = g.data();
   float *pw = w.data(), *pn = norms.data();
-  parallel_for(R, std::max<int64_t>(1, kGrainElementwise / n), [&](int64_t r0, int64_t r1) {
+  parallel_for(R, grain_for(kGrainElementwise, n), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* vr = pv + r * n;
       double ss = 0.0;
@@ -49,7 +49,7 @@ Tensor weight_norm(const Tensor& v, const Tensor& g) {
       // (W = g·v/‖v‖ and d‖v‖/dv = v̂, so dW/dv = (g/‖v‖)(I − v̂ v̂ᵀ).)
       Tensor dv = need_v ? empty(vs.shape()) : Tensor(), dg = need_g ? empty(gs.shape()) : Tensor();
       const float *pv = vs.data(), *pg = gs.data(), *pd = dw.data(), *pn = norms.data();
-      parallel_for(R, std::max<int64_t>(1, kGrainElementwise / n), [&](int64_t r0, int64_t r1) {
+      parallel_for(R, grain_for(kGrainElementwise, n), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           const float *vr = pv + r * n, *dr = pd + r * n;
           double s = 0.0;

@@ -47,7 +47,7 @@ inline float sign_of(float x) { return static_cast<float>((x > 0.f) - (x < 0.f))
 
 // Pairs per chunk: enough T·d work per thread to pay for the parallel region.
 int64_t pair_grain(int64_t T, int64_t d) {
-  return std::max<int64_t>(1, kGrainElementwise / std::max<int64_t>(1, T * d));
+  return grain_for(kGrainElementwise, T * d);
 }
 
 }  // namespace

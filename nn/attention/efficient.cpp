@@ -31,7 +31,7 @@ namespace {
 
 // Pairs per thread chunk: one pair once a pair is a few sgemm grains of work.
 int64_t pair_grain(int64_t N, int64_t d) {
-  return std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, 2 * N * d * d));
+  return grain_for(kGemmGrain, 2 * N * d * d);
 }
 
 // y = softmax of x (N, d) over each row (stride 1, n = d) or each column (stride d, n = N).

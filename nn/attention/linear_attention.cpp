@@ -66,7 +66,7 @@ void mul_feature_grad(FeatureMap phi, const float* x, const float* f, float* g, 
 
 // Pairs per thread chunk: one pair once a pair is a few sgemm grains of work.
 int64_t pair_grain(int64_t N, int64_t D, int64_t d) {
-  return std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, N * D * d));
+  return grain_for(kGemmGrain, N * D * d);
 }
 
 // The shapes of one call: N tokens, d channels, T re-weighting terms (D = T·d features);

@@ -44,7 +44,7 @@ struct Dims {
   bool per_head;  // E, F (h, k, N) rather than (k, N)
   int64_t pairs() const { return B * h; }
   int64_t map_offset(int64_t p) const { return per_head ? (p % h) * kl * N : 0; }
-  int64_t grain() const { return std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, 4 * N * kl * d)); }
+  int64_t grain() const { return grain_for(kGemmGrain, 4 * N * kl * d); }
 };
 
 // Row softmax of s·S in place over rows of n; returns the exp() calls.

@@ -51,10 +51,6 @@ Tensor segment_means(const Tensor& x, int64_t m) {
 // ---- nystrom_pinv ------------------------------------------------------------------
 namespace {
 
-int64_t pair_grain(int64_t work_per_pair) {
-  return std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, work_per_pair));
-}
-
 // Z₀ = α_p·A_pᵀ for each matrix p, α_p = 1/n with n the column sum of A at (pair[p], col[p]).
 struct PinvStart {
   std::vector<float> alpha;
@@ -153,7 +149,7 @@ Tensor nystrom_pinv(const Tensor& A, int64_t iters, bool global) {
   const int64_t m = A.size(-1), mm = m * m, P = A.numel() / std::max<int64_t>(1, mm);
   const PinvStart start = pinv_start(A.data(), P, m, global);
   Tensor Z = empty(A.shape());
-  const int64_t grain = pair_grain(3 * std::max<int64_t>(1, iters) * mm * m);
+  const int64_t grain = grain_for(kGemmGrain, 3 * std::max<int64_t>(1, iters) * mm * m);
   parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
     Tensor hist = empty({(iters + 1) * mm}), work = empty({4 * mm});
     for (int64_t p = p0; p < p1; ++p) {

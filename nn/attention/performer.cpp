@@ -37,7 +37,7 @@ namespace {
 
 // Pairs per thread chunk, so that a chunk does about kGemmGrain multiply-adds.
 int64_t pair_grain(int64_t N, int64_t m, int64_t d) {
-  return std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, 4 * N * m * d));
+  return grain_for(kGemmGrain, 4 * N * m * d);
 }
 
 struct FeatureParams {

@@ -20,6 +20,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/ops/activation_fns.h"
 #include "core/ops/gemm.h"
 #include "core/ops/norm.h"
 #include "core/ops/elementwise.h"
@@ -39,73 +40,20 @@ ScoreFn parse_score_fn(const std::string& name, const std::string& who) {
   fail(who, ": fn '", name, "' is not one of relu, relu2, gelu, softplus, identity, relu6, sigmoid");
 }
 
-const char* score_fn_name(ScoreFn fn) {
-  switch (fn) {
-    case ScoreFn::Relu: return "relu";
-    case ScoreFn::Relu2: return "relu2";
-    case ScoreFn::Gelu: return "gelu";
-    case ScoreFn::Softplus: return "softplus";
-    case ScoreFn::Identity: return "identity";
-    case ScoreFn::Relu6: return "relu6";
-    case ScoreFn::Sigmoid: return "sigmoid";
-  }
-  return "?";
-}
-
 namespace {
 
-constexpr float kInvSqrt2 = 0.70710678118654752f;    // 1/√2
-constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // 1/√(2π)
-constexpr float kSoftplusThreshold = 20.f;           // softplus(x) = x above it (β = 1)
-
-// h(x), the same formulas (and the same exp/erf) as the core activations.
+// h as one of the shared activation structs (core/ops/activation_fns.h): Fn::f, Fn::df,
+// and Fn::f_df for y = h(x) and dy = h'(x) together in the backward.
+template <ScoreFn F> struct ScoreStruct;
+template <> struct ScoreStruct<ScoreFn::Relu> { using type = ReluFn; };
+template <> struct ScoreStruct<ScoreFn::Relu2> { using type = Relu2Fn; };
+template <> struct ScoreStruct<ScoreFn::Gelu> { using type = GeluFn; };
+template <> struct ScoreStruct<ScoreFn::Softplus> { using type = SoftplusFn; };
+template <> struct ScoreStruct<ScoreFn::Identity> { using type = IdentityFn; };
+template <> struct ScoreStruct<ScoreFn::Relu6> { using type = Relu6Fn; };
+template <> struct ScoreStruct<ScoreFn::Sigmoid> { using type = SigmoidFn; };
 template <ScoreFn F>
-inline float score(float x) {
-  if constexpr (F == ScoreFn::Relu) return x > 0.f ? x : 0.f;
-  else if constexpr (F == ScoreFn::Relu2) return x > 0.f ? x * x : 0.f;
-  else if constexpr (F == ScoreFn::Gelu) return 0.5f * x * (1.f + erf_fast(x * kInvSqrt2));
-  else if constexpr (F == ScoreFn::Softplus)
-    return x > kSoftplusThreshold ? x : std::log1p(std::exp(x));
-  else if constexpr (F == ScoreFn::Identity) return x;
-  else if constexpr (F == ScoreFn::Relu6) return x < 0.f ? 0.f : (x > 6.f ? 6.f : x);
-  else return sigmoid_fast(x);
-}
-
-// h'(x):  relu 1[x>0] · relu2 2·relu(x) · gelu Φ(x) + x·φ(x) · softplus σ(x) (1 past the
-// threshold) · identity 1 · relu6 1[0<x<6] · sigmoid σ(x)(1 − σ(x)).
-template <ScoreFn F>
-inline float score_grad(float x) {
-  if constexpr (F == ScoreFn::Relu) return x > 0.f ? 1.f : 0.f;
-  else if constexpr (F == ScoreFn::Relu2) return x > 0.f ? 2.f * x : 0.f;
-  else if constexpr (F == ScoreFn::Gelu) {
-    float cdf = 0.5f * (1.f + erf_fast(x * kInvSqrt2));
-    return cdf + x * kInvSqrt2Pi * exp_fast(-0.5f * x * x);
-  } else if constexpr (F == ScoreFn::Softplus)
-    return x > kSoftplusThreshold ? 1.f : sigmoid_fast(x);
-  else if constexpr (F == ScoreFn::Identity) return 1.f;
-  else if constexpr (F == ScoreFn::Relu6) return x > 0.f && x < 6.f ? 1.f : 0.f;
-  else {
-    float s = sigmoid_fast(x);
-    return s * (1.f - s);
-  }
-}
-
-// y = h(x) and dy = h'(x) together, sharing the transcendental work (for the backward).
-template <ScoreFn F>
-inline float score_with_grad(float x, float& dy) {
-  if constexpr (F == ScoreFn::Gelu) {
-    const float cdf = 0.5f * (1.f + erf_fast(x * kInvSqrt2));
-    dy = cdf + x * kInvSqrt2Pi * exp_fast(-0.5f * x * x);
-    return x * cdf;
-  } else if constexpr (F == ScoreFn::Sigmoid) {
-    const float y = sigmoid_fast(x);
-    dy = y * (1.f - y);
-    return y;
-  } else {
-    dy = score_grad<F>(x);
-    return score<F>(x);
-  }
-}
+using ScoreOf = typename ScoreStruct<F>::type;
 
 // Runs body(std::integral_constant<ScoreFn, fn>) so the row loops are compiled per h.
 template <class Body>
@@ -124,7 +72,7 @@ void dispatch_score(ScoreFn fn, Body&& body) {
 
 // Pairs per thread chunk: one pair once a pair is a few sgemm grains of work.
 int64_t pair_grain(int64_t N, int64_t d) {
-  return std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, N * N * d));
+  return grain_for(kGemmGrain, N * N * d);
 }
 
 // P = c·h(s·S) in place over n scores; returns the exp() evaluations made.
@@ -135,13 +83,13 @@ int64_t scores_forward(float* __restrict S, int64_t n, float s, float c) {
     int64_t count = 0;
     for (int64_t i = 0; i < n; ++i) {
       const float x = S[i] * s;
-      count += !(x > kSoftplusThreshold);
-      S[i] = score<F>(x) * c;
+      count += !(x > SoftplusFn::kThreshold);
+      S[i] = ScoreOf<F>::f(x) * c;
     }
     return count;
   } else {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) S[i] = score<F>(S[i] * s) * c;
+    for (int64_t i = 0; i < n; ++i) S[i] = ScoreOf<F>::f(S[i] * s) * c;
     return F == ScoreFn::Gelu || F == ScoreFn::Sigmoid ? n : 0;  // one exp per score
   }
 }
@@ -156,15 +104,15 @@ void scores_backward(float* __restrict P, float* __restrict dS, int64_t n, float
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
       float dy;
-      P[i] = score_with_grad<F>(P[i] * s, dy) * c;
+      P[i] = ScoreOf<F>::f_df(P[i] * s, dy) * c;
       dS[i] *= dy * cs;
     }
   } else if (want_ds) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) dS[i] *= score_grad<F>(P[i] * s) * cs;
+    for (int64_t i = 0; i < n; ++i) dS[i] *= ScoreOf<F>::df(P[i] * s) * cs;
   } else if (want_p) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) P[i] = score<F>(P[i] * s) * c;
+    for (int64_t i = 0; i < n; ++i) P[i] = ScoreOf<F>::f(P[i] * s) * c;
   }
 }
 

@@ -26,7 +26,6 @@ enum class ScoreFn { Relu, Relu2, Gelu, Softplus, Identity, Relu6, Sigmoid };
 
 // "relu" -> ScoreFn::Relu ...; a sima::Error naming `who` and the valid names otherwise.
 ScoreFn parse_score_fn(const std::string& name, const std::string& who = "ReluAttention");
-const char* score_fn_name(ScoreFn fn);
 
 // The fused core, one autograd node: q, k, v (B, h, N, d) -> (B, h, N, d),
 // out = N^-alpha · fn(q kᵀ / √d) v. If exp_calls is given, the exp() evaluations made

@@ -68,7 +68,7 @@ Tensor sima_attention(const Tensor& q, const Tensor& k, const Tensor& v, SimaNor
   float *pqn = qn.data(), *pkn = kn.data(), *po = out.data(), *pM = qk_first ? nullptr : M.data();
 
   const int64_t work = qk_first ? N * Nk * d : (N + Nk) * d * d;  // multiply-adds per pair
-  const int64_t grain = std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, work));
+  const int64_t grain = grain_for(kGemmGrain, work);
   parallel_for(B * h, grain, [&](int64_t p0, int64_t p1) {
     // scratch per chunk: q̂ (N×d) and k̂ (Nk×d) unless kept, then A (N×Nk) for qk_first
     const int64_t hat = keep_hat ? 0 : (N + Nk) * d;

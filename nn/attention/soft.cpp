@@ -47,11 +47,6 @@ class FlushDenormals {
 #endif
 };
 
-// Pairs per parallel chunk so that a chunk does about kGemmGrain multiply-adds.
-int64_t pair_grain(int64_t work_per_pair) {
-  return std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, work_per_pair));
-}
-
 // The leading (batch) dims of t, all but the last two.
 Shape batch_dims(const Tensor& t) {
   Shape s;
@@ -97,7 +92,7 @@ Tensor gaussian_kernel(const Tensor& a, const Tensor& b, float scale, int64_t* e
   Tensor K = empty(ks);
   const float *pa = a.data(), *pb = b.data();
   float* pk = K.data();
-  const int64_t grain = pair_grain(M * N * (d + 4));
+  const int64_t grain = grain_for(kGemmGrain, M * N * (d + 4));
   int64_t exps = 0;
 
   parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
@@ -304,7 +299,7 @@ Tensor newton_inverse(const Tensor& A, int64_t iters, float ridge, NewtonBackwar
   check(ridge >= 0.f && std::isfinite(ridge), "newton_inverse: ridge = ", ridge, " must be >= 0");
   const int64_t m = A.size(-1), mm = m * m, P = prod(A.shape(), 0, A.dim() - 2);
   Tensor V = empty(A.shape());
-  const int64_t grain = pair_grain(2 * std::max<int64_t>(1, iters) * mm * m);
+  const int64_t grain = grain_for(kGemmGrain, 2 * std::max<int64_t>(1, iters) * mm * m);
   parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
     FlushDenormals ftz;
     Tensor work = empty({4 * mm});

@@ -40,11 +40,6 @@ namespace sima {
 
 namespace {
 
-// Pairs per thread chunk: one pair when its products are big, more when they are tiny.
-int64_t pair_grain(int64_t work_per_pair) {
-  return std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, work_per_pair));
-}
-
 // Row softmax of s·S in place over rows of n: returns the number of exp() calls.
 int64_t softmax_rows(float* S, int64_t rows, int64_t n, float scale) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -104,7 +99,7 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, floa
   const float *pq = q.data(), *pk = k.data(), *pv = v.data(), *pmask = drop ? mask.data() : nullptr;
   float *po = o.data(), *pP = save ? P.data() : nullptr;
   std::atomic<int64_t> exps{0};
-  parallel_for(pairs, pair_grain(nn * (d + dv)), [&](int64_t i0, int64_t i1) {
+  parallel_for(pairs, grain_for(kGemmGrain, nn * (d + dv)), [&](int64_t i0, int64_t i1) {
     Tensor buf = drop ? empty({Nq, Nk}) : Tensor();   // Pd = P ⊙ M
     Tensor Pbuf = save ? Tensor() : empty({Nq, Nk});  // P when it is not saved
     int64_t local_exps = 0;
@@ -140,7 +135,7 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, floa
                   *pm = drop ? mask.data() : nullptr, *pg = gO.data();
       float *pdq = rq ? dq.data() : nullptr, *pdk = rk ? dk.data() : nullptr,
             *pdv = rv ? dvt.data() : nullptr;
-      parallel_for(pairs, pair_grain(nn * (2 * d + 2 * dv)), [&](int64_t i0, int64_t i1) {
+      parallel_for(pairs, grain_for(kGemmGrain, nn * (2 * d + 2 * dv)), [&](int64_t i0, int64_t i1) {
         Tensor dP = empty({Nq, Nk}), Pd = drop && rv ? empty({Nq, Nk}) : Tensor();
         float* dp = dP.data();
         for (int64_t i = i0; i < i1; ++i) {

@@ -89,7 +89,7 @@ Tensor xca_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   float *pqn = qn.data(), *pkn = kn.data(), *po = out.data();
   float *pL = L.data(), *pA = A.data();
 
-  const int64_t grain = std::max<int64_t>(1, kGemmGrain / std::max<int64_t>(1, 2 * N * d * d));
+  const int64_t grain = grain_for(kGemmGrain, 2 * N * d * d);
   std::atomic<int64_t> exps{0};
   parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
     // scratch per chunk: A ⊙ mask (d×d), then q̂ and k̂ (N×d each) unless kept
