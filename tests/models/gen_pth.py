@@ -12,7 +12,8 @@ are saved for some cases; their reference logits come from the model with the ro
 
 Then malformed and hostile files (truncated, bad CRC, pickles calling os.system / builtins.eval,
 deep nesting, the legacy format, wrong architectures), each with the words its error must contain.
-Run by ctest (models.gen_pth) with Debian's python3-torch.
+Run by ctest (models.gen_pth) with Debian's python3-torch. The model classes also serve
+tests/models/check_pth_export.py, which loads the files sima-convert --to writes into them.
 """
 import argparse
 import io
