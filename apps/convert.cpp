@@ -1,29 +1,58 @@
-// sima-convert: a PyTorch checkpoint (torch.save .pth) of an upstream model -> our model.safetensors.
+// sima-convert: checkpoints between upstream PyTorch and sima.cpp, both ways.
 //
+// Import (default): a torch.save checkpoint (.pth) of an upstream model -> our model.safetensors.
 //   build/bin/sima-convert --in xcit_sima_tiny.pth --out model.safetensors
 //                          [--from official|timm|cvt] [--model NAME | '{"num_heads": 4}' | config.json]
+// Export (--to): one of our checkpoints (sima-train's best.safetensors, an imported file) -> a
+// .pth the upstream model code loads with load_state_dict(strict=True).
+//   build/bin/sima-convert --in runs/NAME/best.safetensors --out model.pth --to official|timm|cvt
+//                          [--legacy-qkv]
 //
-// The layouts, name maps and config inference are models/upstream.h's; the .pth reader
-// (a restricted unpickler, nothing in the file is run) is models/pth.h's. The output carries
-// the model config and the input normalisation in its metadata like every checkpoint of ours
-// (models/checkpoint.h), so sima-eval / sima-heatmap take it as it is.
+// The layouts, name maps and config inference are models/upstream.h's (import) and
+// models/upstream_export.h's (export, with what each layout can hold); the .pth reader (a
+// restricted unpickler, nothing in the file is run) is models/pth.h's, the writer (no Python)
+// models/pth_writer.h's. An imported file carries the model config and the input normalisation
+// in its metadata like every checkpoint of ours (models/checkpoint.h), so sima-eval /
+// sima-heatmap take it as it is.
 #include <iostream>
 
 #include "core/error.h"
 #include "models/checkpoint.h"
 #include "models/upstream.h"
+#include "models/upstream_export.h"
 #include "train/cli.h"
 
 using namespace sima;
 
+namespace {
+
+int export_pth(const Cli& cli) {
+  check(!cli.has("from") && !cli.has("model"), "--from and --model are for the import direction (without --to)");
+  const ExportOptions opt{cli.get("to"), cli.is_set("legacy-qkv")};
+  const std::shared_ptr<Model> model = load_checkpoint(cli.get("in"));
+  save_upstream_checkpoint(cli.get("out"), *model, opt, cli.get("in"));
+  const ModelConfig& c = model->config();
+  std::cout << cli.get("in") << " -> " << cli.get("out") << " (" << opt.to << " layout" << (opt.legacy_qkv ? ", legacy qkv" : "")
+            << "): " << c.arch << ", " << model->num_parameters() << " parameters, attention " << c.attention.variant
+            << ", " << c.num_classes << " classes\n";
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  Cli cli("sima-convert", "Converts a torch.save checkpoint (official SimA, timm DeiT/XCiT, Microsoft CvT) to safetensors.");
-  cli.flag("in", "PATH", ".pth file written by torch.save", /*required=*/true);
-  cli.flag("out", "PATH", "model.safetensors to write", /*required=*/true);
+  Cli cli("sima-convert", "Converts a torch.save checkpoint (official SimA, timm DeiT/XCiT, Microsoft CvT) to safetensors, "
+                          "or with --to one of ours back to a .pth.");
+  cli.flag("in", "PATH", ".pth file written by torch.save (with --to: our model.safetensors)", /*required=*/true);
+  cli.flag("out", "PATH", "model.safetensors to write (with --to: the .pth)", /*required=*/true);
   cli.flag("from", "official|timm|cvt", "upstream layout (default: detected from the tensor names)");
   cli.flag("model", "NAME|JSON|FILE", "registered model, or config keys overriding the inferred config");
+  cli.flag("to", "official|timm|cvt", "export: write our checkpoint as this upstream layout's .pth");
+  cli.option("legacy-qkv", "with --to timm, an XCiT's class attention as one qkv Linear (timm before the q/k/v split)");
   if (!cli.parse(argc, argv)) return cli.exit_code();
   try {
+    if (cli.has("to")) return export_pth(cli);
+    check(!cli.is_set("legacy-qkv"), "--legacy-qkv is for the export direction (with --to timm)");
     const UpstreamModel m = load_upstream_checkpoint(cli.get("in"), cli.get("from"), cli.get("model"));
     save_checkpoint(cli.get("out"), *m.model, {{"converted_from", m.layout}});
     const ModelConfig& c = m.model->config();

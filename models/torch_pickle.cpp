@@ -54,6 +54,16 @@ const std::map<std::string, StorageDtype>& storage_types() {
   return m;
 }
 
+}  // namespace
+
+const std::string& storage_type_global(StorageDtype d) {
+  for (const auto& [name, dtype] : storage_types())
+    if (dtype == d) return name;
+  fail("no torch storage type for ", storage_dtype_name(d));
+}
+
+namespace {
+
 constexpr const char* kOrderedDict = "collections.OrderedDict";
 constexpr const char* kRebuildTensor = "torch._utils._rebuild_tensor_v2";
 constexpr const char* kRebuildParameter = "torch._utils._rebuild_parameter";

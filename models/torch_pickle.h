@@ -37,6 +37,8 @@ constexpr int kMaxPickleDepth = 64;
 enum class StorageDtype { Float32, Float16, BFloat16, Float64, Int64, Int32, Int16, Int8, UInt8, Bool };
 const char* storage_dtype_name(StorageDtype d);
 size_t storage_dtype_size(StorageDtype d);
+// The storage class torch.save names for `d`, e.g. "torch.FloatStorage" (models/pth_writer.h).
+const std::string& storage_type_global(StorageDtype d);
 
 // A tensor as data.pkl describes it: a strided view of the storage archive/data/<key>.
 struct TensorRef {

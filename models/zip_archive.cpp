@@ -14,8 +14,7 @@ namespace sima {
 
 namespace {
 
-constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0x06054b50;
-constexpr size_t kEndSize = 22, kCentralSize = 46, kLocalSize = 30;
+using namespace zip;
 constexpr size_t kMaxComment = 0xffff;
 
 uint16_t u16(const std::string& b, size_t at) {
@@ -105,16 +104,21 @@ void ZipArchive::parse_directory() {
   }
 }
 
-std::string ZipArchive::read(const Entry& e) const {
-  std::string out = bytes_.substr(e.data_offset, e.size);
+uint32_t crc32_of(const std::string& bytes) {
   uLong crc = ::crc32(0L, Z_NULL, 0);
-  for (size_t done = 0; done < out.size();) {  // zlib takes uInt lengths
-    const size_t n = std::min<size_t>(out.size() - done, 1u << 30);
-    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(out.data() + done), uInt(n));
+  for (size_t done = 0; done < bytes.size();) {  // zlib takes uInt lengths
+    const size_t n = std::min<size_t>(bytes.size() - done, 1u << 30);
+    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + done), uInt(n));
     done += n;
   }
-  check(uint32_t(crc) == e.crc32, label_, ": entry '", e.name, "' fails its CRC-32 check (stored ", e.crc32,
-        ", computed ", uint32_t(crc), "): the file is corrupt");
+  return uint32_t(crc);
+}
+
+std::string ZipArchive::read(const Entry& e) const {
+  std::string out = bytes_.substr(e.data_offset, e.size);
+  const uint32_t crc = crc32_of(out);
+  check(crc == e.crc32, label_, ": entry '", e.name, "' fails its CRC-32 check (stored ", e.crc32,
+        ", computed ", crc, "): the file is corrupt");
   return out;
 }
 

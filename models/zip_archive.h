@@ -53,4 +53,13 @@ std::string read_file_bytes(const std::string& path);
 // True when the bytes start like a zip archive ("PK\3\4").
 bool looks_like_zip(const std::string& first_bytes);
 
+// The CRC-32 (zlib's) of `bytes`, any length.
+uint32_t crc32_of(const std::string& bytes);
+
+// Record signatures and fixed sizes (APPNOTE 4.3.7, 4.3.12, 4.3.16), shared with models/zip_writer.h.
+namespace zip {
+constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0x06054b50;
+constexpr size_t kEndSize = 22, kCentralSize = 46, kLocalSize = 30;
+}  // namespace zip
+
 }  // namespace sima

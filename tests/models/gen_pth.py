@@ -12,7 +12,8 @@ are saved for some cases; their reference logits come from the model with the ro
 
 Then malformed and hostile files (truncated, bad CRC, pickles calling os.system / builtins.eval,
 deep nesting, the legacy format, wrong architectures), each with the words its error must contain.
-Run by ctest (models.gen_pth) with Debian's python3-torch.
+Run by ctest (models.gen_pth) with Debian's python3-torch. The model classes also serve
+tests/models/check_pth_export.py, which loads the files sima-convert --to writes into them.
 """
 import argparse
 import io
@@ -72,25 +73,32 @@ class PatchEmbed(nn.Module):
         self.proj = nn.Conv2d(3, dim, patch, patch)
 
 
-class DistilledDeit(nn.Module):
-    def __init__(self, dim=64, depth=2, heads=1, patch=8, classes=10):
+class DistilledDeit(nn.Module):  # distilled=False: timm's plain VisionTransformer (cls token, one head)
+    def __init__(self, dim=64, depth=2, heads=1, patch=8, classes=10, distilled=True):
         super().__init__()
         n = (IMG // patch) ** 2
         self.patch_embed = PatchEmbed(patch, dim)
         self.cls_token = nn.Parameter(torch.randn(1, 1, dim) * .02)
-        self.dist_token = nn.Parameter(torch.randn(1, 1, dim) * .02)
-        self.pos_embed = nn.Parameter(torch.randn(1, n + 2, dim) * .02)
+        if distilled:
+            self.dist_token = nn.Parameter(torch.randn(1, 1, dim) * .02)
+        self.pos_embed = nn.Parameter(torch.randn(1, n + 1 + distilled, dim) * .02)
         self.blocks = nn.ModuleList([DeitBlock(dim, heads) for _ in range(depth)])
         self.norm = nn.LayerNorm(dim, eps=1e-6)
-        self.head, self.head_dist = nn.Linear(dim, classes), nn.Linear(dim, classes)
+        self.head = nn.Linear(dim, classes)
+        if distilled:
+            self.head_dist = nn.Linear(dim, classes)
+        self.distilled = distilled
 
     def forward(self, img):
         x = self.patch_embed.proj(img).flatten(2).transpose(1, 2)
         B = x.shape[0]
-        x = torch.cat([self.cls_token.expand(B, -1, -1), self.dist_token.expand(B, -1, -1), x], 1) + self.pos_embed
+        tokens = [self.cls_token] + ([self.dist_token] if self.distilled else [])
+        x = torch.cat([t.expand(B, -1, -1) for t in tokens] + [x], 1) + self.pos_embed
         for b in self.blocks:
             x = b(x)
         x = self.norm(x)
+        if not self.distilled:
+            return self.head(x[:, 0])
         return (self.head(x[:, 0]) + self.head_dist(x[:, 1])) / 2  # inference: the mean of both heads
 
 
@@ -197,6 +205,19 @@ class ClassAttnSplit(nn.Module):  # recent timm: separate q, k, v; softmax; retu
         return self.proj((a @ v).transpose(1, 2).reshape(B, 1, C))
 
 
+class ClassAttnQkv(nn.Module):  # timm before the q/k/v split: the same softmax from one qkv Linear
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.h, self.qkv, self.proj = heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        d = C // self.h
+        q, k, v = self.qkv(x).reshape(B, N, 3, self.h, d).permute(2, 0, 3, 1, 4)  # (B, h, N, d)
+        a = (q[:, :, :1] * d ** -0.5 @ k.transpose(-2, -1)).softmax(-1)  # the class query's row
+        return self.proj((a @ v).transpose(1, 2).reshape(B, 1, C))
+
+
 class ClassAttnSimA(nn.Module):  # official SimA: one qkv, l1-normalised q, k, the class query's row
     def __init__(self, dim, heads):
         super().__init__()
@@ -226,9 +247,9 @@ class ClassAttentionBlock(nn.Module):
 
 
 class XCiT(nn.Module):
-    def __init__(self, official, dim=32, depth=2, heads=4, tokens_norm=True, classes=10):
+    def __init__(self, official, dim=32, depth=2, heads=4, tokens_norm=True, classes=10, legacy_qkv=False):
         super().__init__()
-        attn, cls_attn = (SimA, ClassAttnSimA) if official else (XCA, ClassAttnSplit)
+        attn, cls_attn = (SimA, ClassAttnSimA) if official else (XCA, ClassAttnQkv if legacy_qkv else ClassAttnSplit)
         self.patch_embed = ConvPatchEmbed(dim)
         self.cls_token = nn.Parameter(torch.randn(1, 1, dim) * .02)
         pos = Fourier(dim)

@@ -13,9 +13,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "data/image_io.h"
 #include "models/checkpoint.h"
 #include "models/pth.h"
 #include "models/upstream.h"
+#include "models/zip_archive.h"
 #include "train/evaluate.h"
 
 using namespace sima;
@@ -150,4 +152,40 @@ TEST_CASE("sima-convert writes a checkpoint of ours; sima-eval's loader takes th
   const Run missing = run_app("sima-convert --in " + c["file"].get<std::string>() + " --out " + out);
   CHECK(missing.status == 1);
   CHECK(missing.err.find("num_heads: width 32 is none of the official models'") != std::string::npos);
+}
+
+TEST_CASE("sima-heatmap runs on an official XCiT-SimA .pth converted by sima-convert: a PNG of the image's size") {
+  const json cases = load_cases();
+  const json& c = cases["good"][3];
+  REQUIRE(c["name"] == "sima_official");
+  TempDir dir;
+  const std::string ckpt = dir.file("sima.safetensors");
+  const Run conv = run_app("sima-convert --in " + c["file"].get<std::string>() + " --out " + ckpt +
+                           " --model '{\"num_heads\": 4, \"tokens_norm\": false, \"img_size\": 32}'");
+  INFO(conv.err);
+  REQUIRE(conv.status == 0);
+  Image img(3, 40, 48);  // not square, not the model's 32: the maps come back at the image's size
+  Generator g(3);
+  g.fill_uniform(img.data.data(), img.numel(), 0.f, 1.f);
+  const std::string png = dir.file("cat.png"), out = dir.str() + "/maps";
+  write_png(png, img);
+  const Run r = run_app("sima-heatmap --checkpoint " + ckpt + " --image " + png + " --out " + out + " --json");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["images"][0]["variant"] == "sima");
+  CHECK(j["images"][0]["layer_count"] == 2);
+  for (const char* name : {"cat_q.png", "cat_k.png"}) {
+    CAPTURE(name);
+    const std::string bytes = read_file_bytes(out + "/" + name);
+    REQUIRE(bytes.size() > 24);
+    CHECK(bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0);  // the PNG signature, then IHDR's width, height (big-endian)
+    auto be32 = [&](size_t at) { return uint32_t(uint8_t(bytes[at])) << 24 | uint32_t(uint8_t(bytes[at + 1])) << 16 |
+                                        uint32_t(uint8_t(bytes[at + 2])) << 8 | uint32_t(uint8_t(bytes[at + 3])); };
+    CHECK(bytes.compare(12, 4, "IHDR") == 0);
+    CHECK(be32(16) == 48);
+    CHECK(be32(20) == 40);
+    const Image back = read_image(out + "/" + name);  // decodes (zlib stream and CRCs intact)
+    CHECK((back.channels == 3 && back.height == 40 && back.width == 48));
+  }
 }
