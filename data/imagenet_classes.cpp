@@ -7,6 +7,7 @@
 #include "data/imagenet_classes.h"
 
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 namespace sima {
 
@@ -164,6 +165,11 @@ static_assert(sizeof(kImagenetClasses) / sizeof(kImagenetClasses[0]) == kImagene
 const std::vector<std::string>& imagenet_class_names() {
   static const std::vector<std::string> names(std::begin(kImagenetClasses), std::end(kImagenetClasses));
   return names;
+}
+
+std::map<std::string, std::string> imagenet_classes_metadata(int64_t num_classes) {
+  if (num_classes != kImagenetNumClasses) return {};
+  return {{"classes", nlohmann::json(imagenet_class_names()).dump()}};
 }
 
 }  // namespace sima
