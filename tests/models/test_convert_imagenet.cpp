@@ -1,6 +1,7 @@
 // A converted upstream model with an ImageNet-1k head (1000 classes; tests/models/gen_pth.py's
 // "imagenet" case, fixture models.gen_pth) carries the ImageNet class names: sima-convert writes
-// them into the checkpoint's "classes", and sima-eval --image prints the top-5 by name.
+// them into the checkpoint's "classes" (sima-eval's .pth loader names them too), and
+// sima-eval --image prints the top-5 by name.
 // SIMA_PTH_DIR names the fixture's folder.
 #include "testing.h"
 #include "app_testing.h"
@@ -85,6 +86,8 @@ TEST_CASE("sima-convert names a 1000-class model's classes; sima-eval --image pr
     CHECK(text.out.find(std::to_string(cls) + " " + imagenet_class_names()[cls] + "\n") != std::string::npos);
   }
 
+  // sima-eval's loader takes the .pth itself: the same names.
+  CHECK(load_checkpoint_for_eval(c["file"], "", "").info.classes == imagenet_class_names());
   // Another class count gets no names from us: a 10-class conversion has no "classes".
   CHECK(imagenet_classes_metadata(10).empty());
   CHECK(imagenet_classes_metadata(1000).count("classes") == 1);
