@@ -159,7 +159,8 @@ Image8 resize(const Image8& img, int64_t height, int64_t width, Resample resampl
   const bool need_h = width != img.width, need_v = height != img.height;
   if (!need_v) return resample_horizontal(img, 0, img.height, precompute_coeffs(img.width, width, resample), width);
   if (!need_h) return resample_vertical(img, 0, cv, height);
-  const Image8 tmp = resample_horizontal(img, row0, row_end - row0, precompute_coeffs(img.width, width, resample), width);
+  const Coeffs ch = precompute_coeffs(img.width, width, resample);
+  const Image8 tmp = resample_horizontal(img, row0, row_end - row0, ch, width);
   return resample_vertical(tmp, row0, cv, height);
 }
 

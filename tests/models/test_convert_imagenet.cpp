@@ -23,7 +23,8 @@ namespace {
 
 json imagenet_case() {
   const char* dir = std::getenv("SIMA_PTH_DIR");
-  REQUIRE_MESSAGE(dir != nullptr, "SIMA_PTH_DIR is not set (run through ctest: the fixture models.gen_pth makes the files)");
+  REQUIRE_MESSAGE(dir != nullptr,
+                  "SIMA_PTH_DIR is not set (run through ctest: the fixture models.gen_pth makes the files)");
   std::ifstream in(std::string(dir) + "/cases.json");
   REQUIRE(bool(in));
   const json cases = json::parse(in);

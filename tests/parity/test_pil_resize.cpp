@@ -28,7 +28,8 @@ namespace {
 
 std::string ref_dir() {
   const char* dir = std::getenv("SIMA_PIL_RESIZE_DIR");
-  REQUIRE_MESSAGE(dir != nullptr, "SIMA_PIL_RESIZE_DIR is not set: run through ctest (fixture parity.generate_pil_resize)");
+  REQUIRE_MESSAGE(dir != nullptr,
+                  "SIMA_PIL_RESIZE_DIR is not set: run through ctest (fixture parity.generate_pil_resize)");
   return dir;
 }
 
@@ -132,7 +133,8 @@ TEST_CASE("pil::center_crop equals torchvision CenterCrop (also larger than the 
 TEST_CASE("eval_transform equals timm's eval transform on PIL images (bytes, then the tensor to 1e-6)") {
   for (const json& c : manifest().at("eval")) {
     const pil::Image8 in = read_u8(c.at("input"));
-    const int64_t size = c.at("img_size").get<int64_t>(), scale = int64_t(std::floor(size / c.at("crop_pct").get<double>()));
+    const int64_t size = c.at("img_size").get<int64_t>();
+    const auto scale = int64_t(std::floor(double(size) / c.at("crop_pct").get<double>()));
     CAPTURE(in.height);
     CAPTURE(in.width);
     CAPTURE(size);

@@ -102,7 +102,8 @@ TEST_CASE("eval_transform: the PIL path resizes an 8-bit img_size × img_size im
   Image img(1, 28, 28);
   for (int64_t i = 0; i < img.numel(); ++i) img.data[size_t(i)] = float(i % 256) / 255.f;
   // timm: Resize(floor(28 / 0.875) = 32) then CenterCrop(28) at offset 2, even for a 28 × 28 image.
-  const Image8 expected8 = pil::center_crop(pil::resize_shorter(pil::to_uint8(img), 32, pil::Resample::Bicubic), 28, 28);
+  const Image8 resized = pil::resize_shorter(pil::to_uint8(img), 32, pil::Resample::Bicubic);
+  const Image8 expected8 = pil::center_crop(resized, 28, 28);
   const Image expected = normalized(pil::from_uint8(expected8), {0.2860f}, {0.3530f});
   check_same_image(run(eval_transform(grey28(), 0.875), img), expected);
   check_same_image(run(eval_transform(grey28(), 0.875, EvalResize::Pil), img), expected);
