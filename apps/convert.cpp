@@ -17,6 +17,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "data/imagenet_classes.h"
 #include "models/checkpoint.h"
 #include "models/upstream.h"
 #include "models/upstream_export.h"
@@ -54,7 +55,10 @@ int main(int argc, char** argv) {
     if (cli.has("to")) return export_pth(cli);
     check(!cli.is_set("legacy-qkv"), "--legacy-qkv is for the export direction (with --to timm)");
     const UpstreamModel m = load_upstream_checkpoint(cli.get("in"), cli.get("from"), cli.get("model"));
-    save_checkpoint(cli.get("out"), *m.model, {{"converted_from", m.layout}});
+    // A 1000-class head is ImageNet-1k's: its class names go into "classes" (sima-eval prints them).
+    std::map<std::string, std::string> meta = imagenet_classes_metadata(m.model->config().num_classes);
+    meta["converted_from"] = m.layout;
+    save_checkpoint(cli.get("out"), *m.model, meta);
     const ModelConfig& c = m.model->config();
     std::cout << cli.get("in") << m.where << " (" << m.layout << " layout) -> " << cli.get("out") << ": " << c.arch
               << ", " << m.model->num_parameters() << " parameters, attention " << c.attention.variant << ", "

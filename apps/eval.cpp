@@ -10,8 +10,10 @@
 //                       [--train-limit N] [--limit N] [--seed S] [--json]
 //   build/bin/sima-eval --features pixels --data fashion_mnist --knn       (the raw-pixel baseline)
 //
-// The model, its input normalisation, the eval crop, the training data spec and the class
-// names all come from the checkpoint's metadata (train/evaluate.h, read_checkpoint_eval_info).
+// --resize auto|pil|float: how the eval transform resizes (train/transforms.h EvalResize; auto:
+// timm's PIL resize on 8-bit images). The model, its input normalisation, the eval crop, the
+// training data spec and the class names all come from the checkpoint's metadata
+// (train/evaluate.h, read_checkpoint_eval_info).
 // Output: train/evaluate.h format_report (text) or one JSON object on stdout (--json);
 // --knn / --linear-probe: train/feature_eval_run.h.
 #include <cstdio>
@@ -39,12 +41,17 @@ std::string percent(double p) {
   return buf;
 }
 
+// The model's input transform: the checkpoint's config and crop, resized as --resize says.
+Transform eval_input(const CheckpointEvalInfo& info, const Cli& cli) {
+  return eval_transform(info.config, info.crop_pct, parse_eval_resize(cli.get("resize")));
+}
+
 int classify_images(Model& model, const CheckpointEvalInfo& info, const std::vector<std::string>& names,
                     const Cli& cli) {
   const long long topk = cli.get_int("topk");
   check(topk >= 1, "--topk: ", topk, " must be at least 1");
   const std::vector<Prediction> preds =
-      predict_images(model, cli.get_all("image"), eval_transform(info.config, info.crop_pct), topk);
+      predict_images(model, cli.get_all("image"), eval_input(info, cli), topk);
   if (cli.is_set("json")) {
     nlohmann::json images = nlohmann::json::array();
     for (const Prediction& p : preds) {
@@ -85,7 +92,7 @@ int evaluate_split(Model& model, const CheckpointEvalInfo& info, const std::stri
   check(opt.limit >= 0, "--limit: ", opt.limit, " must be >= 0 (0 = all)");
 
   std::shared_ptr<const Dataset> raw = open_dataset(spec, split == "train");
-  auto ds = std::make_shared<TransformedDataset>(raw, eval_transform(info.config, info.crop_pct));
+  auto ds = std::make_shared<TransformedDataset>(raw, eval_input(info, cli));
   const EvalResult r = evaluate(model, ds, opt);
   if (cli.is_set("json")) {
     nlohmann::json j = to_json(r, names);
@@ -110,7 +117,7 @@ int evaluate_features(const Cli& cli) {
   if (!path.empty()) {
     const LoadedCheckpoint loaded = load_checkpoint_for_eval(path, cli.get("from"), cli.get("model"));
     const CheckpointEvalInfo& info = loaded.info;
-    transform = eval_transform(info.config, info.crop_pct);
+    transform = eval_input(info, cli);
     if (data.empty()) data = info.data;
     if (cli.get("features") == "model") {
       model = loaded.model;
@@ -170,6 +177,8 @@ int evaluate_features(const Cli& cli) {
 // A flag combination that cannot work, as one line ("" when the flags are fine).
 std::string flag_conflict(const Cli& cli) {
   const bool knn = cli.is_set("knn"), probe = cli.is_set("linear-probe");
+  if (const std::string r = cli.get("resize"); r != "auto" && r != "pil" && r != "float")
+    return "--resize: '" + r + "' is not one of: auto, pil, float";
   for (const char* f : {"k", "temperature"})
     if (cli.is_set(f) && !knn) return std::string("--") + f + " needs --knn";
   for (const char* f : {"probe-epochs", "probe-lr", "probe-batch", "probe-wd"})
@@ -211,6 +220,10 @@ int main(int argc, char** argv) {
   cli.flag("limit", "N",
            "evaluate N test images only: the first N, or with --knn/--linear-probe a seeded random N; 0 = all", false,
            "0");
+  cli.flag("resize", "auto|pil|float",
+           "eval resize: pil = timm's exactly (Pillow's antialiased bicubic on 8-bit pixels), float = bicubic on "
+           "float pixels without antialiasing, auto = pil for 8-bit images (train/transforms.h)",
+           false, "auto");
   cli.option("json", "print one JSON object instead of the report");
   cli.repeated("image", "PATH", "classify these images instead (repeatable; also takes several paths)");
   cli.flag("topk", "K", "classes to show per image", false, "5");

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/ops/softmax.h"
 #include "data/image_io.h"
+#include "data/imagenet_classes.h"
 #include "data/loader.h"
 #include "models/checkpoint.h"
 #include "models/pth.h"
@@ -330,6 +331,8 @@ LoadedCheckpoint load_checkpoint_for_eval(const std::string& path, const std::st
     out.model = load_upstream_checkpoint(path, from, model_spec).model;
     out.info.config = out.model->config();
     out.info.crop_pct = default_crop_pct(out.info.config.img_size);
+    // A 1000-class head is ImageNet-1k's: its names, as sima-convert writes them.
+    if (out.info.config.num_classes == kImagenetNumClasses) out.info.classes = imagenet_class_names();
     return out;
   }
   check(from.empty() && model_spec.empty(), path, ": --from / --model apply to torch.save (.pth) files only");

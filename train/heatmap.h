@@ -70,12 +70,15 @@ TokenMaps token_maps(Model& model, const Tensor& input, int64_t layer, bool with
 // Where the model's S × S input lies in the original image, as eval_transform (train/
 // transforms.h) puts it there: resize the shorter side to floor(S / crop_pct), centre crop.
 // A pixel centre at original coordinate y maps to input row (y + 0.5)·scale_y − top.
+// `pil`: the image takes eval_transform's Pil path (eval_uses_pil), where an S × S image is
+// resized and cropped like any other; the Float path passes it through.
 struct InputGeometry {
   int64_t image_height = 0, image_width = 0, size = 0;
   double scale_y = 1.0, scale_x = 1.0;  // resized / original
   int64_t top = 0, left = 0;            // the crop's corner in the resized image
 };
-InputGeometry eval_geometry(int64_t image_height, int64_t image_width, int64_t size, double crop_pct);
+InputGeometry eval_geometry(int64_t image_height, int64_t image_width, int64_t size, double crop_pct,
+                            bool pil = false);
 
 // A token map (grid h × w over the S × S input) on the original image's pixels: bilinear as
 // F.interpolate(align_corners=False) with border clamp. Pixels whose centre falls outside the

@@ -28,13 +28,13 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // The same numbers eval_transform computes (train/transforms.cpp, data/functional_geometry.cpp):
 // scale_size = floor(S / crop_pct); resize_shorter: the shorter side becomes scale_size, the
 // longer int(scale_size · long / short); centre crop S at round-half-even((side − S) / 2).
-// An image that is already S × S is passed through (scale 1, no crop).
-InputGeometry eval_geometry(int64_t H, int64_t W, int64_t S, double crop_pct) {
+// On the Float path an image that is already S × S is passed through (scale 1, no crop).
+InputGeometry eval_geometry(int64_t H, int64_t W, int64_t S, double crop_pct, bool pil) {
   check(H > 0 && W > 0 && S > 0, "eval_geometry: image ", H, "x", W, " and input size ", S, " must be positive");
   check(std::isfinite(crop_pct) && crop_pct > 0.0 && crop_pct <= 1.0, "eval_geometry: crop_pct ", crop_pct,
         " is not in (0, 1]");
   InputGeometry g{H, W, S};
-  if (H == S && W == S) return g;
+  if (!pil && H == S && W == S) return g;
   const auto scale_size = static_cast<int64_t>(std::floor(static_cast<double>(S) / crop_pct));
   const int64_t s = std::min(H, W), l = std::max(H, W);
   const auto new_long = static_cast<int64_t>(static_cast<double>(scale_size) * l / s);
@@ -209,7 +209,8 @@ nlohmann::json make_heatmaps(Model& model, const ModelConfig& input, const std::
   } catch (const Error& e) {
     fail(path, ": ", e.what());
   }
-  const InputGeometry g = eval_geometry(img.height, img.width, input.img_size, opt.crop_pct);
+  const InputGeometry g =
+      eval_geometry(img.height, img.width, input.img_size, opt.crop_pct, eval_uses_pil(img, EvalResize::Auto));
 
   nlohmann::json j = {{"path", path},
                       {"name", name},

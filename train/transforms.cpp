@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "data/pil_resize.h"
 #include "data/rand_augment.h"
 #include "data/transforms.h"
 
@@ -106,19 +107,47 @@ Transform train_transform(const ModelConfig& model, const AugmentOptions& augmen
   return T::compose(std::move(ts));
 }
 
+EvalResize parse_eval_resize(const std::string& name) {
+  if (name == "auto") return EvalResize::Auto;
+  if (name == "pil") return EvalResize::Pil;
+  if (name == "float") return EvalResize::Float;
+  fail("eval resize: '", name, "' is not one of: auto, pil, float");
+}
+
+const char* eval_resize_name(EvalResize resize) {
+  return resize == EvalResize::Pil ? "pil" : resize == EvalResize::Float ? "float" : "auto";
+}
+
+bool eval_uses_pil(const Image& img, EvalResize resize) {
+  if (resize == EvalResize::Float) return false;
+  const bool l_or_rgb = img.channels == 1 || img.channels == 3;
+  if (resize == EvalResize::Pil) {
+    check(l_or_rgb, "eval_transform (resize pil): a ", img.channels,
+          "-channel image; the PIL path takes 1 (L) or 3 (RGB) channels");
+    check(pil::is_8bit(img), "eval_transform (resize pil): the image is not 8-bit (values not all k/255, e.g. a "
+          "16-bit PNG); --resize float (or auto) resizes it in float");
+    return true;
+  }
+  return l_or_rgb && pil::is_8bit(img);
+}
+
 // timm's transforms_imagenet_eval: Resize(floor(img_size / crop_pct), bicubic),
-// CenterCrop(img_size), then channels and Normalize. Images already img_size × img_size go
-// straight to the channels and Normalize.
-Transform eval_transform(const ModelConfig& model, double crop_pct) {
+// CenterCrop(img_size), then channels and Normalize. The resize and crop per image as
+// EvalResize says (transforms.h).
+Transform eval_transform(const ModelConfig& model, double crop_pct, EvalResize resize) {
   check(std::isfinite(crop_pct) && crop_pct > 0.0 && crop_pct <= 1.0, "eval_transform: crop_pct ", crop_pct,
         " is not in (0, 1]");
   const int64_t size = model.img_size;
   const int64_t scale_size = static_cast<int64_t>(std::floor(static_cast<double>(size) / crop_pct));
   std::vector<Transform> ts;
-  ts.push_back(resize_unless_square(size, scale_size));
-  ts.push_back([size](Image img, Generator&) {
+  const Transform float_resize = resize_unless_square(size, scale_size);
+  ts.push_back([size, scale_size, resize, float_resize](Image img, Generator& g) {
+    if (eval_uses_pil(img, resize)) {
+      pil::Image8 u = pil::resize_shorter(pil::to_uint8(img), scale_size, pil::Resample::Bicubic);
+      return pil::from_uint8(pil::center_crop(u, size, size));  // ToTensor: v / 255 in float
+    }
     if (img.height == size && img.width == size) return img;
-    return F::center_crop(img, size, size);
+    return F::center_crop(float_resize(std::move(img), g), size, size);
   });
   ts.push_back(match_channels(model.in_chans));
   ts.push_back(T::normalize(model.mean, model.std));

@@ -512,7 +512,12 @@ def main():
     make_case(out, cases, 'cvt_bf16', CvT(), lambda sd, opt: {'module.' + k: v for k, v in sd.items()}, 'cvt', '',
               torch.bfloat16)
     bad, marker = bad_cases(out, os.path.join(out, 'deit_timm_fp16.pth'))
-    json.dump({'good': cases, 'bad': bad, 'marker': marker}, open(os.path.join(out, 'cases.json'), 'w'))
+    # An ImageNet-1k-sized head (1000 classes): sima-convert names its classes
+    # (tests/models/test_convert_imagenet.cpp).
+    imagenet = []
+    make_case(out, imagenet, 'deit_timm_imagenet', DistilledDeit(classes=1000), lambda sd, opt: sd, 'timm', '')
+    json.dump({'good': cases, 'bad': bad, 'marker': marker, 'imagenet': imagenet},
+              open(os.path.join(out, 'cases.json'), 'w'))
 
 
 if __name__ == '__main__':
