@@ -24,17 +24,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    std::shared_ptr<sima::Model> model = sima::load_checkpoint(argv[1]);
-    const sima::CheckpointEvalInfo info = sima::read_checkpoint_eval_info(argv[1]);
+    std::shared_ptr<sima::Model> model = sima::load_checkpoint(argv[1]);              // models/checkpoint.h
+    const sima::CheckpointEvalInfo info = sima::read_checkpoint_eval_info(argv[1]);   // train/evaluate.h
     model->eval();  // dropout and drop-path off
 
     // (C, H, W) in [0, 1] with the model's channels, then the checkpoint's eval transform.
-    sima::Image img = sima::read_image(argv[2], int(info.config.in_chans));
+    sima::Image img = sima::read_image(argv[2], int(info.config.in_chans));           // data/image_io.h
     sima::Generator unused(0);  // the eval transform draws no random numbers
-    sima::Image x = sima::eval_transform(info.config, info.crop_pct)(img, unused);
+    sima::Image x = sima::eval_transform(info.config, info.crop_pct)(img, unused);    // train/transforms.h
     sima::Tensor input = sima::from_vector(x.data, {1, x.channels, x.height, x.width});
 
-    sima::NoGradGuard no_grad;
+    sima::NoGradGuard no_grad;                                                        // core/autograd.h
     sima::Tensor probs = sima::softmax(model->forward(input), 1);  // (1, num_classes)
     const int64_t n = probs.size(1);
     const int64_t k = std::min<int64_t>(argc > 3 ? std::stoll(argv[3]) : 5, n);

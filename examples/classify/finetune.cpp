@@ -27,15 +27,17 @@ int main(int argc, char** argv) {
         sima::read_image(argv[2], int(info.config.in_chans)), unused);
     const sima::Tensor input = sima::from_vector(x.data, {1, x.channels, x.height, x.width});
     const std::vector<int64_t> label = {std::stoll(argv[3])};
+    const int steps = std::stoi(argv[4]);
+    const std::string out_path = argv[5];
 
     // timm's grouping: no weight decay on biases, norms, pos_embed, cls_token.
-    auto groups = sima::param_groups_no_decay(model->named_parameters(), {"pos_embed", "cls_token"});
+    auto groups = sima::param_groups_no_decay(model->named_parameters(), {"pos_embed", "cls_token"});  // train/optim.h
     sima::AdamW opt(groups, {.lr = 1e-3, .weight_decay = 0.05});
     model->train();
-    for (int step = 0; step < std::stoi(argv[4]); ++step) {
+    for (int step = 0; step < steps; ++step) {
       sima::Tensor loss = sima::cross_entropy(model->forward(input), label);  // (1, classes) -> ()
-      loss.backward();
-      opt.step();
+      loss.backward();   // gradients of every parameter
+      opt.step();        // AdamW, PyTorch's update rule
       opt.zero_grad();
       std::printf("step %d loss %.6f\n", step, loss.item());
     }
@@ -43,7 +45,7 @@ int main(int argc, char** argv) {
     auto metadata = sima::read_safetensors_metadata(argv[1]);  // normalisation, classes, data spec
     metadata.erase("format");  // save_checkpoint writes these two itself
     metadata.erase("config");
-    sima::save_checkpoint(argv[5], *model, metadata);
+    sima::save_checkpoint(out_path, *model, metadata);  // models/checkpoint.h
   } catch (const std::exception& e) {
     std::fprintf(stderr, "finetune: %s\n", e.what());
     return 1;

@@ -28,7 +28,7 @@ class SigmoidAttention : public sima::Attention {
   explicit SigmoidAttention(const sima::AttentionOptions& opt) : Attention(opt, "SigmoidAttention") {}
   sima::Tensor core(const sima::Tensor& q, const sima::Tensor& k, const sima::Tensor& v, int64_t, int64_t) override {
     if (qk_hook) qk_hook(q, k);  // heatmaps see the q, k that feed the scores
-    return sigmoid_attention(q, k, v);
+    return sigmoid_attention(q, k, v);  // matmul, sigmoid, matmul: autograd chains their backward
   }
 };
 
@@ -40,18 +40,21 @@ int main() {
     row.make = [](const sima::AttentionOptions& o) { return std::make_shared<SigmoidAttention>(o); };
     // row.options: none (it reads only "type"); row.traits: the defaults.
     sima::register_attention_variant(row);
+    // {"arch": "deit", ..., "attention": {"type": "sigmoid"}} now builds a DeiT with it.
 
     // The core's backward against finite differences (core/gradcheck.h).
     sima::Generator gen(0);
     std::vector<sima::Tensor> qkv;
     for (int i = 0; i < 3; ++i) qkv.push_back(sima::randn({1, 2, 5, 4}, gen).requires_grad_());
-    auto check = sima::gradcheck([](const std::vector<sima::Tensor>& in) { return sigmoid_attention(in[0], in[1], in[2]); }, qkv);
+    auto core = [](const std::vector<sima::Tensor>& in) { return sigmoid_attention(in[0], in[1], in[2]); };
+    sima::GradcheckResult check = sima::gradcheck(core, qkv);
     std::printf("gradcheck of the core: %s (%lld elements, max error %.2e)\n", check.ok ? "ok" : check.message.c_str(),
                 static_cast<long long>(check.checked), check.max_abs_error);
 
     // A DeiT whose config names the new variant, as a JSON config file would.
     auto cfg = sima::config_from_json(nlohmann::json::parse(R"({"arch": "deit", "img_size": 16, "patch_size": 4,
-        "in_chans": 1, "embed_dim": 32, "depth": 2, "num_heads": 2, "num_classes": 10, "attention": {"type": "sigmoid"}})"));
+        "in_chans": 1, "embed_dim": 32, "depth": 2, "num_heads": 2, "num_classes": 10,
+        "attention": {"type": "sigmoid"}})"));
     std::shared_ptr<sima::Model> model = sima::create_model(cfg);
     sima::Tensor logits = model->forward(sima::randn({4, 1, 16, 16}, gen));  // (4, 10)
     sima::Tensor loss = sima::cross_entropy(logits, {0, 1, 2, 3});

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ctest install.examples: sima.cpp as a library used from outside the tree (docs/library.md).
 #   tests/install/run.sh BUILD_DIR [CMAKE]
+# 0. The code shown on docs/library.md is in the examples (so this test builds and runs it).
 # 1. cmake --install BUILD_DIR into a temporary prefix; the layout is checked.
 # 2. A small checkpoint made by the installed sima-train (a 1-block DeiT, 2 steps on 64
 #    Fashion-MNIST images), and a 28x28 test picture.
@@ -18,6 +19,14 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "install/run.sh: $*" >&2; exit 1; }
 prefix=$dir/prefix
+
+# ---- 0. the code docs/library.md shows is the examples' code, line for line ------------
+trimmed() { sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' "$@"; }
+trimmed "$root"/examples/classify/*.cpp "$root"/examples/classify/CMakeLists.txt \
+        "$root"/examples/custom_attention/*.cpp | sort -u > "$dir/example_lines"
+awk '/^```(cpp|cmake)$/ {on = 1; next} /^```/ {on = 0} on' "$root/docs/library.md" | trimmed | grep -v '^$' > "$dir/doc_lines"
+[ -s "$dir/doc_lines" ] || fail "docs/library.md has no cpp or cmake block"
+if grep -vxF -f "$dir/example_lines" "$dir/doc_lines"; then fail "docs/library.md shows these lines, not in examples/"; fi
 
 # ---- 1. install ------------------------------------------------------------------------
 "$cmake" --install "$build" --prefix "$prefix" > "$dir/install.log" || { cat "$dir/install.log"; fail "cmake --install failed"; }
