@@ -83,6 +83,13 @@ wait $p1 || { cat "$dir/classify.build.log"; fail "examples/classify: build fail
 wait $p2 || { cat "$dir/custom_attention.build.log"; fail "examples/custom_attention: build failed"; }
 wait $p3 || { cat "$dir/pc.build.log"; fail "classify.cpp with pkg-config's flags: build failed"; }
 
+# The consumer links the OpenMP build of OpenBLAS (not the alternatives' libopenblas) and
+# compiles with its own flags plus -fopenmp, no -march.
+grep -q 'openblas-openmp/libopenblas' "$dir/classify/CMakeFiles/classify.dir/link.txt" ||
+  fail "examples/classify does not link the OpenMP build of OpenBLAS"
+grep -q -- '-fopenmp' "$dir/classify/CMakeFiles/classify.dir/flags.make" || fail "examples/classify: no -fopenmp"
+if grep -- '-march' "$dir/classify/CMakeFiles/classify.dir/flags.make"; then fail "examples/classify got -march"; fi
+
 # ---- 4. run them ---------------------------------------------------------------------------
 "$dir/custom_attention/custom_attention" | tee "$dir/ca.out" || fail "custom_attention failed"
 grep -q "^gradcheck of the core: ok" "$dir/ca.out" || fail "custom_attention: gradcheck"
