@@ -132,7 +132,7 @@ std::function<std::shared_ptr<Attention>(const AttentionOptions&)> make() {
 
 // ---- the table ------------------------------------------------------------------------
 
-std::vector<AttentionVariant> build_table() {
+std::deque<AttentionVariant> build_table() {
   const auto sima_norm = choice("norm", &AttentionOptions::norm, {"l1", "l2", "none"},
                                 "how q and k are normalised over the tokens per channel (l1: the paper)");
   const auto sima_order = choice("order", &AttentionOptions::order, {"auto", "qk_first", "kv_first"},
@@ -247,9 +247,64 @@ std::string AttentionVariant::reads() const {
   return join(keys);
 }
 
-const std::vector<AttentionVariant>& attention_variants() {
-  static const std::vector<AttentionVariant> table = build_table();
-  return table;
+namespace {
+
+std::deque<AttentionVariant>& table() {
+  static std::deque<AttentionVariant> rows = build_table();
+  return rows;
+}
+
+// Whether the JSON value has the spec type word (bool, integer, number, string).
+bool json_has_type(const json& v, const std::string& type) {
+  if (type == "bool") return v.is_boolean();
+  if (type == "integer") return v.is_number_integer();
+  if (type == "number") return v.is_number();
+  return v.is_string();
+}
+
+void check_option_spec(const AttentionVariant& row, const AttentionOptionSpec& s, const std::string& who) {
+  check(!s.key.empty() && s.key != "type", who, "an option key must be a non-empty name other than 'type', got '",
+        s.key, "'");
+  const std::vector<std::string> types = {"bool", "integer", "number", "string"};
+  check(std::find(types.begin(), types.end(), s.type) != types.end(), who, "option ", s.key, ": type '", s.type,
+        "' is not one of: ", join(types));
+  check(s.read && s.write && s.validate, who, "option ", s.key, ": read, write and validate must all be set");
+  check(!s.help.empty() && !s.valid.empty(), who, "option ", s.key,
+        ": help and valid must not be empty (--config-reference lists them)");
+  int count = 0;
+  for (const auto& o : row.options) count += o.key == s.key;
+  check(count == 1, who, "option ", s.key, " is listed ", count, " times");
+  const AttentionOptions defaults;
+  const json value = s.write(defaults);
+  check(json_has_type(value, s.type), who, "option ", s.key, ": write() of the defaults gives ", value.dump(),
+        ", not a JSON ", s.type);
+  for (const auto& other : table()) {
+    const AttentionOptionSpec* o = other.option(s.key);
+    if (!o) continue;
+    check(o->type == s.type && o->write(defaults) == value, who, "option ", s.key, " (", s.type, ", default ",
+          value.dump(), ") is read by variant '", other.name, "' as ", o->type, " with default ",
+          o->write(defaults).dump(), "; one key is one AttentionOptions field");
+  }
+}
+
+}  // namespace
+
+const std::deque<AttentionVariant>& attention_variants() { return table(); }
+
+void register_attention_variant(AttentionVariant row) {
+  const std::string who = "register_attention_variant: variant '" + row.name + "': ";
+  const bool word = !row.name.empty() && std::all_of(row.name.begin(), row.name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+  check(word, who, "the name must be non-empty and use only a-z, 0-9 and _");
+  for (const auto& v : table())
+    check(v.name != row.name, who, "the name is taken (variants: ", join(attention_variant_names()), ")");
+  check(!row.help.empty(), who, "help must not be empty (--config-reference lists it)");
+  check(static_cast<bool>(row.make), who, "make must be set");
+  const std::string& cls = row.traits.class_attention;
+  check(cls == "softmax" || cls == "sima", who, "traits.class_attention must be softmax or sima, got '", cls, "'");
+  for (const auto& s : row.options) check_option_spec(row, s, who);
+  table().push_back(std::move(row));
 }
 
 std::vector<std::string> attention_variant_names() {

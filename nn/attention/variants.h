@@ -9,6 +9,7 @@
 // specs read and write those fields.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -56,12 +57,27 @@ struct AttentionVariant {
   std::string reads() const;  // every key it reads, for errors: "type, norm, order, eps"
 };
 
-// Every variant, in the order tools list them.
-const std::vector<AttentionVariant>& attention_variants();
+// Every variant, in the order tools list them: the built-in rows, then the registered ones.
+// A deque, so that the rows (and references to them) stay where they are when a row is added.
+const std::deque<AttentionVariant>& attention_variants();
 std::vector<std::string> attention_variant_names();
 // The row named `name`, or a sima::Error "<who>: attention variant '<name>' is unknown
 // (allowed: ...)".
 const AttentionVariant& attention_variant(const std::string& name, const std::string& who = "");
+
+// Adds a variant defined outside the library (examples/custom_attention): the row is checked,
+// then appended, and from then on make_attention, the model config reader (model.attention.type),
+// `--config-reference` and everything else that reads the table see it. Checked, each failure a
+// sima::Error "register_attention_variant: variant '<name>': ...":
+//   - name: not empty, only a-z, 0-9, _; not the name of a row already in the table;
+//   - help not empty, make set; traits.class_attention "softmax" or "sima";
+//   - options: each key not empty, not "type", once in the row; type one of bool, integer,
+//     number, string; help, valid, read, write, validate set; write() of the default
+//     AttentionOptions a JSON value of that type. A key another row reads names the same AttentionOptions field, so it
+//     must have that row's type and default.
+// Options are fields of AttentionOptions: a variant from outside reads existing keys or none.
+// Not thread-safe: register at the start of main(), before any thread reads the table.
+void register_attention_variant(AttentionVariant row);
 
 // The smallest token-grid side opt's variant can run on (traits.min_grid_side, else 1).
 int64_t attention_min_grid_side(const AttentionOptions& opt);
