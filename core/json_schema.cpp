@@ -2,7 +2,9 @@
 #include "core/json_schema.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <sstream>
 
@@ -136,6 +138,12 @@ std::pair<double, double> json_value<std::pair<double, double>>(const json& v, c
   return p;
 }
 
+json json_of_float(float x) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest round-trip form
+  return json(std::strtod(std::string(buf, r.ptr).c_str(), nullptr));
+}
+
 // ---- rules ------------------------------------------------------------------------------
 
 std::string join_words(const std::vector<std::string>& words, const std::string& sep) {
@@ -152,7 +160,9 @@ std::string number_text(double x) {
 }
 
 Rule<std::string> one_of(std::vector<std::string> allowed) {
-  const std::string words = join_words(allowed);
+  std::vector<std::string> shown;  // "" as a visible word
+  for (const auto& a : allowed) shown.push_back(a.empty() ? "\"\"" : a);
+  const std::string words = join_words(shown);
   return {words, [=](const std::string& x) {
             return std::find(allowed.begin(), allowed.end(), x) != allowed.end()
                        ? std::string()

@@ -110,6 +110,22 @@ T json_value(const nlohmann::json& v, const std::string& path) {
   return JsonList<T>::read(v, path);  // the vectors
 }
 
+// A value as JSON; a float as the shortest decimal that reads back to it (1e-06, not the
+// double 9.999999974752427e-07), so written configs and the docs show what was meant.
+nlohmann::json json_of_float(float x);
+template <class T>
+nlohmann::json json_of(const T& x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return json_of_float(x);
+  } else if constexpr (std::is_same_v<T, std::vector<float>>) {
+    nlohmann::json j = nlohmann::json::array();
+    for (float v : x) j.push_back(json_of_float(v));
+    return j;
+  } else {
+    return nlohmann::json(x);
+  }
+}
+
 // ---- rules: what values a key accepts ---------------------------------------------------
 
 // `valid` in words for the docs ("> 0", "l1, l2, none"); why_not(x) "" or the reason.
@@ -187,7 +203,7 @@ struct SchemaField {
   std::function<std::string(const S&)> validate;
 
   bool reads(const std::string& kind) const {
-    if (read_by.empty()) return true;
+    if (read_by.empty() || kind.empty()) return true;  // no kind: every key applies
     for (const auto& k : read_by)
       if (k == kind) return true;
     return false;
@@ -211,7 +227,7 @@ SchemaField<S> schema_field(std::string key, Ref ref, Rule<T> rule, std::string 
     check(why.empty(), path, why.rfind("[", 0) == 0 ? "" : ": ", why);  // each(): "path[1]: ..."
     ref(s) = std::move(x);
   };
-  f.write = [=](const S& s) { return nlohmann::json(ref(const_cast<S&>(s))); };
+  f.write = [=](const S& s) { return json_of(ref(const_cast<S&>(s))); };
   const std::string k = f.key;
   f.validate = [=](const S& s) {
     const std::string why = why_not ? why_not(ref(const_cast<S&>(s))) : "";

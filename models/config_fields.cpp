@@ -71,7 +71,7 @@ std::vector<Field> make_fields() {
       key("eta", &ModelConfig::eta, positive<float>(), "LayerScale init of every residual branch", kXcit),
       key("tokens_norm", &ModelConfig::tokens_norm, any_value<bool>(),
           "class-attention blocks: norm2 on all tokens (true) or the class token only", kXcit),
-      key("cls_attn_layers", &ModelConfig::cls_attn_layers, at_least<int64_t>(1), "class-attention blocks (>= 1)", kXcit),
+      key("cls_attn_layers", &ModelConfig::cls_attn_layers, at_least<int64_t>(1), "class-attention blocks", kXcit),
       key("cls_attn_variant", &ModelConfig::cls_attn_variant, one_of({"", "softmax", "sima"}),
           "class-attention form; \"\": sima with attention.type sima, else softmax", kXcit),
       key("stage_dims", &ModelConfig::stage_dims, pos_list, "token width per stage", kCvt),

@@ -24,9 +24,9 @@ ConfigField field(std::string path, Sec ExperimentConfig::*section, T Sec::*memb
 // An integer in [lo, hi].
 Rule<int64_t> int_within(int64_t lo, int64_t hi) { return within<int64_t>(lo, hi); }
 
-std::vector<ConfigField> make_fields() {
-  using E = ExperimentConfig;
-  std::vector<ConfigField> f;
+using E = ExperimentConfig;
+
+void add_name_and_data_fields(std::vector<ConfigField>& f) {
   f.push_back(schema_field<std::string, E>(
       "name", [](E& c) -> std::string& { return c.name; },
       Rule<std::string>{"non-empty, without '/'",
@@ -58,6 +58,9 @@ std::vector<ConfigField> make_fields() {
   f.push_back(field("data.num_workers", &E::data, &DataConfig::num_workers,
                     "loader threads decoding and augmenting ahead (0 = in the training thread)", at_least<int64_t>(0)));
 
+}
+
+void add_augment_fields(std::vector<ConfigField>& f) {
   // augment
   f.push_back(field("augment.crop", &E::augment, &AugmentOptions::crop,
                     "random_crop (with padding) | random_resized_crop (scale, ratio) | none",
@@ -88,6 +91,9 @@ std::vector<ConfigField> make_fields() {
   f.push_back(field("mixup.switch_prob", &E::mixup, &MixupConfig::switch_prob,
                     "probability of CutMix instead of Mixup when both are on [0, 1]", within<double>(0, 1)));
 
+}
+
+void add_optimizer_fields(std::vector<ConfigField>& f) {
   // optimizer
   f.push_back(field("optimizer.type", &E::optimizer, &OptimizerConfig::type, "adamw | sgd", one_of({"adamw", "sgd"})));
   f.push_back(field("optimizer.lr", &E::optimizer, &OptimizerConfig::lr,
@@ -125,6 +131,9 @@ std::vector<ConfigField> make_fields() {
   f.push_back(field("schedule.weight_decay_end", &E::schedule, &ScheduleConfig::weight_decay_end,
                     "cosine weight-decay schedule from optimizer.weight_decay to this (-1 = constant)", at_least<double>(-1)));
 
+}
+
+void add_train_fields(std::vector<ConfigField>& f) {
   // train
   f.push_back(field("train.epochs", &E::train, &TrainConfig::epochs, "epochs (>= 1)", at_least<int64_t>(1)));
   f.push_back(field("train.seed", &E::train, &TrainConfig::seed,
@@ -151,6 +160,9 @@ std::vector<ConfigField> make_fields() {
   f.push_back(field("train.sync_batchnorm", &E::train, &TrainConfig::sync_batchnorm,
                     "mpirun: BatchNorm statistics over the whole global batch (SyncBatchNorm), not each rank's slice"));
 
+}
+
+void add_dino_distill_fields(std::vector<ConfigField>& f) {
   // dino
   const Rule<std::pair<double, double>> unit_range{"within (0, 1]", [](const std::pair<double, double>& r) {
     return r.first > 0 && r.second <= 1 ? std::string() : "must lie in (0, 1], got [" + number_text(r.first) + ", " +
@@ -206,6 +218,15 @@ std::vector<ConfigField> make_fields() {
                     "loss = (1 − alpha)·CE(cls head, labels) + alpha·distillation term, [0, 1]", within<double>(0, 1)));
   f.push_back(field("distill.tau", &E::distill, &DistillConfig::tau, "soft: distillation temperature (> 0)",
                     positive<double>()));
+}
+
+std::vector<ConfigField> make_fields() {
+  std::vector<ConfigField> f;
+  add_name_and_data_fields(f);
+  add_augment_fields(f);
+  add_optimizer_fields(f);
+  add_train_fields(f);
+  add_dino_distill_fields(f);
   return f;
 }
 

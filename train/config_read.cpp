@@ -80,7 +80,8 @@ void validate_model(const ModelConfig& m, const std::string& src) {
 }
 
 // The counts derived from config values alone, checked for 64-bit overflow (core/checked.h):
-// the elements and bytes of one input batch.
+// the bytes of one input batch, DINO's views per batch and head sizes. (The step counts need
+// the steps per epoch: schedule_steps, train/config_steps.cpp.)
 void validate_counts(const ExperimentConfig& c, const std::string& src) {
   try {
     const ModelConfig& m = c.model;
@@ -92,6 +93,11 @@ void validate_counts(const ExperimentConfig& c, const std::string& src) {
     if (c.dino.enabled) {
       const int64_t views = checked_add(c.dino.local_crops_number, 2, "dino.local_crops_number", "global crops");
       checked_mul(c.data.batch_size, views, "data.batch_size", "views per image");
+      // The head's weights: hidden_dim² and out_dim × bottleneck_dim floats.
+      checked_mul(c.dino.hidden_dim, checked_mul(c.dino.hidden_dim, 4, "dino.hidden_dim", "bytes per value"),
+                  "dino.hidden_dim", "bytes per row of the hidden layer");
+      checked_mul(c.dino.out_dim, checked_mul(c.dino.bottleneck_dim, 4, "dino.bottleneck_dim", "bytes per value"),
+                  "dino.out_dim", "bytes per prototype");
     }
   } catch (const Error& e) {
     fail(src, ": ", e.what());
