@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_schema.h"
 #include "core/parallel.h"
 #include "nn/attention/variants.h"
 #include "train/benchmark.h"
@@ -92,11 +93,7 @@ int run_model(int argc, const char* const* argv) {
   ModelBenchConfig c;
   const std::string m = cli.get("model");
   if (!m.empty() && m[0] == '{') {
-    try {
-      c.model = nlohmann::json::parse(m);
-    } catch (const nlohmann::json::parse_error& e) {
-      fail("--model: not valid JSON (", e.what(), ")");
-    }
+    c.model = parse_json_strict(m, "--model");  // a key given twice is an error too
   } else {
     c.model = m;
   }

@@ -18,6 +18,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "models/registry.h"
 #include "train/cli.h"
 #include "train/config.h"
 #include "train/dino_trainer.h"
@@ -92,6 +93,9 @@ int main(int argc, char** argv) {
     // A run folder's config.json records the max_steps of the invocation that wrote it; a
     // resumption from the folder alone runs on to the end unless --set says otherwise.
     if (cli.get("config").empty() && doc.contains("train") && doc["train"].is_object()) doc["train"].erase("max_steps");
+    // A run folder's config.json written before the model schema lists every architecture's
+    // model keys; the ones its architecture does not read are dropped (models/registry.h).
+    if (cli.get("config").empty() && doc.contains("model")) doc["model"] = stored_config_json(doc["model"]);
     for (const std::string& s : cli.get_all("set")) apply_override(doc, s);
     ExperimentConfig cfg = experiment_from_json(doc, config_path);
     if (cli.is_set("check")) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/allocation_budget.h"
 #include "core/error.h"
@@ -194,15 +195,14 @@ void join_class_attention_qkv(Lookup& sd, const std::string& label) {
   }
 }
 
+// The JSON object or file of --model, strictly (a key given twice is an error: core/json_schema.h).
 nlohmann::json parse_spec(const std::string& spec) {
-  try {
-    if (!spec.empty() && spec.front() == '{') return nlohmann::json::parse(spec);
-    std::ifstream in(spec);
-    check(bool(in), "--model: '", spec, "' is neither a registered model, a JSON object nor a readable .json file");
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    fail("--model: '", spec, "' is not valid JSON (", e.what(), ")");
-  }
+  if (!spec.empty() && spec.front() == '{') return parse_json_strict(spec, "--model");
+  std::ifstream in(spec, std::ios::binary);
+  check(bool(in), "--model: '", spec, "' is neither a registered model, a JSON object nor a readable .json file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_json_strict(text.str(), "--model " + spec);
 }
 
 }  // namespace

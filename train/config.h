@@ -12,11 +12,18 @@
 //     "distill":  {"teacher": "runs/quickstart/best.safetensors", "type": "hard"}
 //   }
 //
-// Every key is optional (the defaults are the DeiT recipe where it has one) and every key is
-// checked: an unknown key, a wrong type, a value out of range or an inconsistent combination
-// is a sima::Error naming the key path ("optimizer.lr: must be positive, got -1") before any
-// work starts. The schema (config_fields) lists each key with its default and meaning; the
-// documentation table is generated from it (config_reference_markdown).
+// Required: "model" with "arch" or "name" (models/registry.h). Every other key is optional
+// (the defaults are the DeiT recipe where it has one) and every key is checked: an unknown
+// key, a key the model's architecture or attention variant does not read, a key given twice,
+// a wrong type, a value out of range (integers beyond int64 included) or an inconsistent
+// combination is a sima::Error naming the key path ("optimizer.lr: must be >= 0, got -1")
+// before any work starts. The schema (config_fields, train/config_fields.cpp; the model's:
+// models/config_fields.cpp; one mechanism, core/json_schema.h) lists each key with its type,
+// default and meaning; the documentation table is generated from it (config_reference_markdown).
+//
+// Files: config_fields.cpp (the schema), config_read.cpp (reading and checks between keys),
+// config_override.cpp (--set), config_reference.cpp (the docs table), config_resume.cpp,
+// config_steps.cpp (step counts, overflow-checked).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -24,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json_schema.h"
 #include "models/config.h"
 #include "train/transforms.h"
 
@@ -138,27 +146,44 @@ struct ExperimentConfig {
 
 // Parses and validates a config document; `source` (a file name) prefixes errors.
 ExperimentConfig experiment_from_json(const nlohmann::json& j, const std::string& source = "config");
-// Reads a JSON file (errors name the file and, for bad JSON, the byte position).
+// Reads a JSON file (errors name the file and, for bad JSON, the byte, line and column; a
+// key repeated within one object is an error naming it and its lines).
 nlohmann::json read_json_file(const std::string& path);
 // The resolved config: every key with its value (model as config_to_json), re-readable.
 nlohmann::json experiment_to_json(const ExperimentConfig& cfg);
 
 // Applies "key.path=value" to a config document. The value is parsed as JSON when it is
 // valid JSON (numbers, true/false, lists, quoted strings), else taken as a string.
-// Keys under "model." may be any model key; others must exist in the schema.
+// Keys under "model." may be any model key (checked when the config is read); others must
+// exist in the schema; a section alone ("train=5") is an error showing "train.epochs=5".
 void apply_override(nlohmann::json& j, const std::string& assignment);
 
 // ---- the schema -----------------------------------------------------------------------
-struct ConfigField {
-  std::string path;  // "optimizer.lr"
-  std::string type;  // "number", "integer", "string", "bool", "list of strings", "[a, b]"
-  std::string help;  // one line, with allowed values / range
-  std::function<void(ExperimentConfig&, const nlohmann::json&, const std::string&)> read;
-  std::function<nlohmann::json(const ExperimentConfig&)> write;
-};
+// One key; `key` is its full path ("optimizer.lr").
+using ConfigField = SchemaField<ExperimentConfig>;
 const std::vector<ConfigField>& config_fields();
-// A Markdown table of every key: path, type, default, meaning.
+const ConfigField* find_config_field(const std::string& path);  // null when unknown
+// "model" and the sections of config_fields, in table order.
+std::vector<std::string> config_sections();
+// The keys of a section, for errors ("epochs, seed, ...").
+std::string config_section_keys(const std::string& section);
+// Why a dotted path is unknown: "unknown key 'trian' (known: name, model, data, ...)" or
+// "unknown key 'train.epoch' (known in train: epochs, ...)".
+std::string config_unknown_key(const std::string& path);
+// A Markdown table of every key: path, type, default, meaning (model.* with the
+// architectures that read each key, model.attention.* with the variants).
 std::string config_reference_markdown();
+
+// The counts a run derives from its config and its steps per epoch (the trainers call it
+// once the loader knows the steps per epoch). Every product is overflow-checked: an error
+// names the key and its largest allowed value ("train.epochs: ... the largest allowed is N").
+struct ScheduleSteps {
+  int64_t total = 0;    // train.epochs × steps per epoch
+  int64_t warmup = 0;   // round(schedule.warmup_epochs × steps per epoch)
+  int64_t decay = 1;    // max(1, round(schedule.decay_epochs × steps per epoch))
+  int64_t samples = 0;  // train.epochs × steps per epoch × data.batch_size (images seen)
+};
+ScheduleSteps schedule_steps(const ExperimentConfig& c, int64_t steps_per_epoch);
 
 // Resuming a run: fails, naming them, when `resolved` differs from the run's `stored`
 // config in keys other than those that change neither the numbers nor the schedule

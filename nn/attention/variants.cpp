@@ -31,40 +31,6 @@ std::string join(const std::vector<std::string>& v) {
 
 // ---- option specs: a JSON key bound to one AttentionOptions field ---------------------
 
-// The JSON side of each field type: its word in the docs, the test, what an error expects.
-template <class T>
-struct JsonType;
-template <>
-struct JsonType<bool> {
-  static constexpr const char* word = "bool";
-  static constexpr const char* expected = "true or false";
-  static bool is(const json& v) { return v.is_boolean(); }
-};
-template <>
-struct JsonType<int64_t> {
-  static constexpr const char* word = "integer";
-  static constexpr const char* expected = "an integer";
-  static bool is(const json& v) { return v.is_number_integer(); }
-};
-template <>
-struct JsonType<float> {
-  static constexpr const char* word = "number";
-  static constexpr const char* expected = "a number";
-  static bool is(const json& v) { return v.is_number(); }
-};
-template <>
-struct JsonType<std::string> {
-  static constexpr const char* word = "string";
-  static constexpr const char* expected = "a string";
-  static bool is(const json& v) { return v.is_string(); }
-};
-
-template <class T>
-T json_as(const json& v, const std::string& path) {
-  check(JsonType<T>::is(v), path, ": expected ", JsonType<T>::expected, ", got ", v.dump());
-  return v.get<T>();
-}
-
 // why_not(value): "" when valid, else the reason ("must be > 0, got -1").
 template <class T>
 AttentionOptionSpec field(const char* key, T AttentionOptions::*member, std::string valid,
@@ -75,7 +41,7 @@ AttentionOptionSpec field(const char* key, T AttentionOptions::*member, std::str
   s.valid = valid;
   s.help = help;
   s.read = [=](AttentionOptions& o, const json& v, const std::string& path) {
-    T x = json_as<T>(v, path);
+    T x = json_value<T>(v, path);
     const std::string why = why_not ? why_not(x) : "";
     check(why.empty(), path, ": ", why);
     o.*member = x;
@@ -328,7 +294,7 @@ int64_t attention_min_grid_side(const AttentionOptions& opt) {
 AttentionOptions attention_options_from_json(const json& j, AttentionOptions o, const std::string& where) {
   check(j.is_object(), where, ": expected a JSON object, got ", j.dump());
   if (j.contains("type")) {
-    const std::string type = json_as<std::string>(j["type"], where + ".type");
+    const std::string type = json_value<std::string>(j["type"], where + ".type");
     const AttentionVariant& row = attention_variant(type, where + ".type");
     // A new variant starts from the defaults of every key it does not read.
     const AttentionOptions defaults;

@@ -16,22 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "core/json_schema.h"
 #include "nn/attention/attention.h"
 
 namespace sima {
 
-// One key of the JSON model.attention object, bound to a field of AttentionOptions.
-struct AttentionOptionSpec {
-  std::string key;    // the JSON key, e.g. "norm"
-  std::string type;   // bool | integer | number | string
-  std::string valid;  // the valid values in words: "l1, l2, none", "> 0", "finite", ...
-  std::string help;
-  // The JSON value -> the field; a sima::Error naming `path` and the valid values otherwise.
-  std::function<void(AttentionOptions&, const nlohmann::json& value, const std::string& path)> read;
-  std::function<nlohmann::json(const AttentionOptions&)> write;  // the field as JSON
-  // "" when the field holds a valid value, else why not (names the key and the valid values).
-  std::function<std::string(const AttentionOptions&)> validate;
-};
+// One key of the JSON model.attention object, bound to a field of AttentionOptions: the
+// schema mechanism every config shares (core/json_schema.h).
+using AttentionOptionSpec = SchemaField<AttentionOptions>;
 
 // What models and tools may ask about a variant instead of comparing its name.
 struct AttentionTraits {

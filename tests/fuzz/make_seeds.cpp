@@ -15,6 +15,7 @@
 #include "models/checkpoint.h"
 #include "models/registry.h"
 #include "models/safetensors.h"
+#include "nn/attention/variants.h"
 #include "train/config.h"
 
 using namespace sima;
@@ -136,22 +137,38 @@ int main(int argc, char** argv) {
   put_text(corpus / "config" / "with_set",
            "{\"name\": \"s\", \"model\": {\"name\": \"deit_tiny_patch4_28_sima\"}}\n--set train.epochs=3"
            "\n--set model.depth=2\n--set optimizer.no_weight_decay=[\"pos_embed\"]\n--set schedule.type=step");
+  // Issue 25: keys given twice, keys of another architecture, a model without arch, a section
+  // given a value, integers beyond int64, counts that overflow.
+  for (const auto& [file, text] : std::vector<std::pair<std::string, std::string>>{
+           {"duplicate_key.json",
+            "{\"name\": \"d\",\n \"model\": {\"name\": \"deit_tiny_patch4_28\", \"depth\": 2, \"depth\": 3},\n"
+            " \"train\": {\"epochs\": 2, \"seed\": 1,\n  \"epochs\": 3}}\n"},
+           {"cvt_with_deit_keys.json",
+            "{\"name\": \"c\", \"model\": {\"name\": \"cvt_13_28\", \"embed_dim\": 64, \"depth\": 2, "
+            "\"patch_size\": 4}}\n"},
+           {"deit_with_xcit_key.json", "{\"name\": \"x\", \"model\": {\"arch\": \"deit\", \"cls_attn_layers\": 1}}\n"},
+           {"model_without_arch.json", "{\"name\": \"e\", \"model\": {}}\n"},
+           {"big_integers.json",
+            "{\"name\": \"b\", \"model\": {\"name\": \"deit_tiny_patch4_28\"}, \"train\": {\"seed\": "
+            "18446744073709551615}, \"data\": {\"batch_size\": 4611686018427387904}}\n"},
+           {"set_section",
+            "{\"name\": \"s\", \"model\": {\"name\": \"cvt_13_28\"}}\n--set train=5\n--set "
+            "model.attention={\"type\": \"sima\", \"type\": \"relu\"}\n--set model.embed_dim=8"}})
+    put_text(corpus / "config" / file, text);
 
   // ---- dictionaries: config keys (sections, keys, model keys, values), safetensors keys.
   std::set<std::string> words{"model", "name", "arch", "attention", "type", "\n--set "};
   for (auto& f : config_fields()) {
-    const auto dot = f.path.find('.');
-    words.insert(f.path.substr(0, dot));
-    if (dot != std::string::npos) words.insert(f.path.substr(dot + 1));
-    words.insert(f.path + "=");
+    const auto dot = f.key.find('.');
+    words.insert(f.key.substr(0, dot));
+    if (dot != std::string::npos) words.insert(f.key.substr(dot + 1));
+    words.insert(f.key + "=");
   }
-  const nlohmann::json model_keys = config_to_json(ModelConfig());
-  for (auto& [key, v] : model_keys.items()) {
-    words.insert(key);
-    words.insert("model." + key + "=");
-    if (v.is_object())
-      for (auto& [sub, _] : v.items()) words.insert(sub);
+  for (const auto& f : model_config_fields()) {  // every architecture's keys
+    words.insert(f.key);
+    words.insert("model." + f.key + "=");
   }
+  for (const auto& r : attention_key_reference()) words.insert(r.spec->key);
   for (auto& n : model_names()) words.insert(n);
   std::string dict;
   for (auto& w : words) {  // "word", with libFuzzer's escapes (\\, \" and \xAB)

@@ -64,7 +64,7 @@ TEST_CASE("bad inputs: configs and --set give one line naming the key and what i
        {"model.img_size 30 is not divisible by model.patch_size 4"}},
       {"heads vs width", t + good + " --set model.num_heads=3", {"model.num_heads 3 does not divide model.embed_dim 16"}},
       {"unknown model", t + good + " --set model.name=deit_huge", {"model 'deit_huge' is unknown (known: cvt_13_224"}},
-      {"unknown model key", t + good + " --set model.attn=sima", {"model.attn: unknown key (known keys: act,"}},
+      {"unknown model key", t + good + " --set model.attn=sima", {"model.attn: unknown key (valid keys for arch deit: arch, name, img_size,"}},
       {"attention key the variant does not read", t + good + " --set model.attention.type=softmax --set model.attention.norm=l2",
        {"model.attention.norm: attention variant 'softmax' does not read 'norm' (it reads: type; read by: sima)"}},
       {"attention value out of range", t + good + " --set model.attention.norm=l3",
@@ -75,6 +75,37 @@ TEST_CASE("bad inputs: configs and --set give one line naming the key and what i
        {"train.ema cannot be used with dino.enabled"}},
       {"warmup longer than the run", t + good + " --set schedule.warmup_epochs=5",
        {"schedule.warmup_epochs 5 exceeds train.epochs 1"}},
+  };
+  for (const Case& c : cases) check_case(c);
+}
+
+TEST_CASE("bad inputs: configs accept nothing they ignore, and derived counts do not wrap (issue 25)") {
+  TempDir d;
+  const std::string good = d.file("good.json");
+  write_text(good, R"({"name": "tiny", "model": {"name": "deit_tiny_patch4_28_sima", "depth": 1},
+    "data": {"train_subset": 64, "test_subset": 32, "batch_size": 32, "num_workers": 0},
+    "schedule": {"warmup_epochs": 0}, "train": {"epochs": 1}})");
+  write_text(d.file("dup.json"), "{\"name\": \"tiny\",\n \"model\": {\"name\": \"deit_tiny_patch4_28\"},\n"
+                                 " \"train\": {\"epochs\": 2,\n   \"epochs\": 3}}\n");
+  write_text(d.file("nomodel.json"), R"({"name": "tiny", "model": {}})");
+  const std::string t = "sima-train --check --config ";
+  const std::vector<Case> cases = {
+      {"key given twice", t + d.file("dup.json"), {"dup.json: key 'epochs' appears twice in one object (lines 3 and 4)"}},
+      {"model without arch or name", t + d.file("nomodel.json"),
+       {"nomodel.json: model: needs \"arch\" (deit, xcit, cvt) or \"name\""}},
+      {"a CvT given a DeiT key", t + good + " --set model.name=cvt_13_28",  // good.json's model.depth
+       {"model.depth: arch 'cvt' does not read it (read by: deit, xcit; valid keys for arch cvt:"}},
+      {"a DeiT given an XCiT key", t + good + " --set model.cls_attn_layers=1",
+       {"model.cls_attn_layers: arch 'deit' does not read it (read by: xcit;"}},
+      {"a section given a value", t + good + " --set train=5",
+       {"--set train=5: 'train' is a section, not a key; set one of its keys: --set train.epochs=5"}},
+      {"a seed beyond int64", t + good + " --set train.seed=18446744073709551615",
+       {"train.seed: 18446744073709551615 is too large (the largest allowed is 9223372036854775807)"}},
+      {"a batch whose bytes overflow", t + good + " --set data.batch_size=4611686018427387904",
+       {"data.batch_size: 4611686018427387904 × 3136 bytes per image overflows a 64-bit count; the largest allowed is"}},
+      {"a float beyond float", t + good + " --set model.mlp_ratio=1e300", {"model.mlp_ratio: 1e+300 is beyond a float"}},
+      {"a duplicate key in a --set value", t + good + " --set 'model.attention={\"type\": \"sima\", \"type\": \"relu\"}'",
+       {"key 'type' appears twice in one object"}},
   };
   for (const Case& c : cases) check_case(c);
 }

@@ -29,7 +29,7 @@ bool has(const std::string& s, const std::string& part) {
 }  // namespace
 
 TEST_CASE("config: defaults are the DeiT recipe and every section is read") {
-  ExperimentConfig d = parse("{}");
+  ExperimentConfig d = parse(R"({"model": {"name": "deit_tiny_patch4_28"}})");  // model is required
   CHECK(d.optimizer.type == "adamw");
   CHECK(d.optimizer.base_lr == 5e-4);
   CHECK(d.optimizer.weight_decay == 0.05);
@@ -88,7 +88,7 @@ TEST_CASE("config: errors name the key path and the allowed values") {
   CHECK(has(error_of(R"({"data": 3})"), "data: expected an object"));
   CHECK(has(error_of(R"([1, 2])"), "expected a JSON object at the top level"));
   CHECK(has(error_of(R"({"name": "a/b"})"), "name: must be non-empty without '/'"));
-  CHECK(has(error_of(R"({"model": {"depth": -2}})"), "model.depth"));
+  CHECK(has(error_of(R"({"model": {"name": "deit_tiny_patch4_28", "depth": -2}})"), "model.depth: must be positive"));
   CHECK(has(error_of(R"({"model": {"name": "no_such_model"}})"), "model.name: model 'no_such_model' is unknown"));
 }
 
@@ -101,11 +101,12 @@ TEST_CASE("config: inconsistent combinations are errors naming both keys") {
             "model.stage_heads has 2 entries but model.stage_dims has 3"));
   CHECK(has(error_of(R"({"model": {"name": "deit_tiny_patch4_28", "mean": [0.5, 0.5, 0.5]}})"),
             "model.mean and model.std need 1 values (model.in_chans)"));
-  CHECK(has(error_of(R"({"train": {"epochs": 2}, "schedule": {"warmup_epochs": 3}})"),
+  CHECK(has(error_of(R"({"model": {"arch": "deit"}, "train": {"epochs": 2}, "schedule": {"warmup_epochs": 3}})"),
             "schedule.warmup_epochs 3 exceeds train.epochs 2"));
-  CHECK(has(error_of(R"({"data": {"batch_size": 33}, "mixup": {"mixup_alpha": 0.8}})"),
+  CHECK(has(error_of(R"({"model": {"arch": "deit"}, "data": {"batch_size": 33}, "mixup": {"mixup_alpha": 0.8}})"),
             "data.batch_size must be even with mixup/cutmix"));
-  CHECK(has(error_of(R"({"optimizer": {"nesterov": true}})"), "optimizer.nesterov needs optimizer.type sgd"));
+  CHECK(has(error_of(R"({"model": {"arch": "deit"}, "optimizer": {"nesterov": true}})"),
+            "optimizer.nesterov needs optimizer.type sgd"));
 }
 
 TEST_CASE("config: --set overrides, parsed as JSON or taken as a string") {
@@ -147,7 +148,7 @@ TEST_CASE("config: the resolved config re-reads to the same config") {
 
 TEST_CASE("config: the reference table lists every key with its default") {
   std::string md = config_reference_markdown();
-  for (auto& f : config_fields()) CHECK(has(md, "| `" + f.path + "` |"));
+  for (auto& f : config_fields()) CHECK(has(md, "| `" + f.key + "` |"));
   CHECK(has(md, "| `optimizer.base_lr` | number | `0.0005` |"));
   CHECK(has(md, "| `train.on_nonfinite` | string | `\"stop\"` |"));
 }
@@ -176,17 +177,20 @@ TEST_CASE("config: read_json_file names the file and the position of a syntax er
   std::remove(path);
 }
 
-TEST_CASE("config: every config in configs/ is valid, and so is its resolved form") {
+TEST_CASE("config: every config in configs/ and configs/paper/ is valid, and so is its resolved form") {
   int n = 0;
-  for (auto& entry : std::filesystem::directory_iterator(std::string(SIMA_SOURCE_DIR) + "/configs")) {
-    if (entry.path().extension() != ".json") continue;
-    INFO(entry.path().string());
-    ++n;
-    ExperimentConfig c = experiment_from_json(read_json_file(entry.path().string()), entry.path().string());
-    CHECK(c.name == entry.path().stem().string());  // the run folder is named after the file
-    CHECK(experiment_to_json(experiment_from_json(experiment_to_json(c))) == experiment_to_json(c));
+  for (const std::string dir : {"configs", "configs/paper"}) {
+    const std::string prefix = dir == "configs" ? "" : "paper_";  // configs/paper/x.json is named paper_x
+    for (auto& entry : std::filesystem::directory_iterator(std::string(SIMA_SOURCE_DIR) + "/" + dir)) {
+      if (entry.path().extension() != ".json") continue;
+      INFO(entry.path().string());
+      ++n;
+      ExperimentConfig c = experiment_from_json(read_json_file(entry.path().string()), entry.path().string());
+      CHECK(c.name == prefix + entry.path().stem().string());  // the run folder is named after the file
+      CHECK(experiment_to_json(experiment_from_json(experiment_to_json(c))) == experiment_to_json(c));
+    }
   }
-  CHECK(n >= 7);
+  CHECK(n >= 28);
 }
 
 TEST_CASE("config: docs/training.md ends with the generated key table (regenerate with sima-train --config-reference)") {
@@ -201,7 +205,7 @@ TEST_CASE("config: docs/training.md ends with the generated key table (regenerat
 }
 
 TEST_CASE("check_resume_config: changed keys are named; sections added since the run take their defaults") {
-  const json resolved = experiment_to_json(experiment_from_json(json::object()));
+  const json resolved = experiment_to_json(experiment_from_json(json{{"model", {{"name", "deit_tiny_patch4_28"}}}}));
   CHECK_NOTHROW(check_resume_config(resolved, resolved, "run/train_state.safetensors"));
   json older = resolved;
   older.erase("distill");  // a run saved before the distill section existed

@@ -316,7 +316,7 @@ TEST_CASE("DINO resume: mid-epoch stop + --resume = one uninterrupted run, bit f
 }
 
 TEST_CASE("DINO config: defaults off, cross-key checks, crops the model cannot take") {
-  ExperimentConfig d = experiment_from_json(json::object());
+  ExperimentConfig d = experiment_from_json(json{{"model", {{"arch", "deit"}}}});
   CHECK_FALSE(d.dino.enabled);
   CHECK(d.dino.out_dim == 65536);
   CHECK(d.dino.momentum_teacher == 0.996);

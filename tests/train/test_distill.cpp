@@ -296,9 +296,12 @@ TEST_CASE("distill: teacher and student mismatches are one-line errors naming di
   CHECK(has(config_error(R"({"model": {"name": "deit_tiny_patch4_28_sima"},
                              "distill": {"type": "hard", "teacher": "t.safetensors"}})"),
             "cfg.json: distill.type hard needs a student with a distillation token: a DeiT with model.distilled true"));
-  CHECK(has(config_error(R"({"model": {"name": "cvt_13_28_sima", "distilled": true},
+  CHECK(has(config_error(R"({"model": {"name": "cvt_13_28_sima"},
                              "distill": {"type": "soft", "teacher": "t.safetensors"}})"),
             "model.arch is cvt"));
+  CHECK(has(config_error(R"({"model": {"name": "cvt_13_28_sima", "distilled": true},
+                             "distill": {"type": "soft", "teacher": "t.safetensors"}})"),
+            "model.distilled: arch 'cvt' does not read it (read by: deit;"));
   CHECK(has(config_error(R"({"model": {"name": "deit_tiny_patch4_28_sima", "distilled": true},
                              "distill": {"type": "hard"}})"),
             "distill.type hard needs distill.teacher"));
