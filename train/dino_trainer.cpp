@@ -86,6 +86,7 @@ struct DinoTrainer::State {
   Comm& comm = world();               // one process, or the ranks of mpirun (train/distributed.h)
   std::unique_ptr<GradSync> grad_sync;  // with more than one rank
   std::string dir;
+  std::unique_ptr<RunLock> run_lock;  // rank 0: held while the run lives (train/run_lock.h)
   json resolved;
 
   std::shared_ptr<MultiCropWrapper> student, teacher;
@@ -130,7 +131,7 @@ void DinoTrainer::State::setup() {
   resolved = experiment_to_json(c);
   dir = opt.run_dir.empty() ? "runs/" + c.name : opt.run_dir;
   const std::string state_path = dir + "/train_state.safetensors";
-  if (comm.is_main()) prepare_run_folder(dir, opt.resume);  // only rank 0 writes the run folder
+  if (comm.is_main()) run_lock = prepare_run_folder(dir, opt.resume);  // only rank 0 writes the run folder
 
   // Data: the training split through DINO's multi-crop, views grouped by resolution.
   spec = parse_data_spec(c.data.dataset);
@@ -277,9 +278,13 @@ double DinoTrainer::State::train_step(const MultiViewBatch& batch, DINOLossStats
     nonfinite("the gradient of '" + first_nonfinite_gradient(*optim) + "' is not finite");
     return value;
   }
-  skipped_in_row = 0;
   cancel_gradients_last_layer(pos.epoch, *student, c.dino.freeze_last_layer);
   optim->step();
+  if (std::string what; undo_nonfinite_update(c, *optim, what)) {  // a finite step can still overflow
+    nonfinite(what);
+    return value;
+  }
+  skipped_in_row = 0;
   optim->zero_grad();
   ema_update_parameters(*teacher, *student, momentum);  // EMA update of the teacher
   return value;

@@ -50,6 +50,7 @@ struct Trainer::State {
   Comm& comm = world();               // one process, or the ranks of mpirun (train/distributed.h)
   std::unique_ptr<GradSync> grad_sync;  // with more than one rank
   std::string dir;
+  std::unique_ptr<RunLock> run_lock;  // rank 0: held while the run lives (train/run_lock.h)
   json resolved;  // experiment_to_json(cfg)
 
   std::shared_ptr<Model> model;
@@ -92,7 +93,7 @@ void Trainer::State::setup() {
   resolved = experiment_to_json(c);
   dir = opt.run_dir.empty() ? "runs/" + c.name : opt.run_dir;
   const std::string state_path = dir + "/train_state.safetensors";
-  if (comm.is_main()) prepare_run_folder(dir, opt.resume);  // only rank 0 writes the run folder
+  if (comm.is_main()) run_lock = prepare_run_folder(dir, opt.resume);  // only rank 0 writes the run folder
 
   // Data first: a wrong path fails before any model is built.
   spec = parse_data_spec(c.data.dataset);
@@ -244,9 +245,13 @@ double Trainer::State::train_step(const Batch& batch, double& grad_norm_out, boo
     nonfinite("the gradient of '" + first_nonfinite_gradient(*optim) + "' is not finite");
     return value;
   }
-  skipped_in_row = 0;
   if (c.optimizer.clip_grad > 0) clip_grad_norm(params, c.optimizer.clip_grad);
   optim->step();
+  if (std::string what; undo_nonfinite_update(c, *optim, what)) {  // a finite step can still overflow
+    nonfinite(what);
+    return value;
+  }
+  skipped_in_row = 0;
   optim->zero_grad();
   if (ema) ema->update(*model);
   return value;
