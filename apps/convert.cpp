@@ -22,9 +22,12 @@ int main(int argc, char** argv) {
   cli.flag("out", "PATH", "model.safetensors to write", /*required=*/true);
   cli.flag("from", "official|timm|cvt", "upstream layout (default: detected from the tensor names)");
   cli.flag("model", "NAME|JSON|FILE", "registered model, or config keys overriding the inferred config");
+  cli.option("allow-nonfinite", "convert a checkpoint holding NaN or inf (for debugging; refused by default)");
   if (!cli.parse(argc, argv)) return cli.exit_code();
+  set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
   try {
     const UpstreamModel m = load_upstream_checkpoint(cli.get("in"), cli.get("from"), cli.get("model"));
+    check_finite_weights(m.model->state_dict(), cli.get("in"), /*saving=*/false);
     save_checkpoint(cli.get("out"), *m.model, {{"converted_from", m.layout}});
     const ModelConfig& c = m.model->config();
     std::cout << cli.get("in") << m.where << " (" << m.layout << " layout) -> " << cli.get("out") << ": " << c.arch

@@ -18,6 +18,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "models/finite_check.h"
 #include "train/cli.h"
 #include "train/config.h"
 #include "train/dino_trainer.h"
@@ -75,8 +76,10 @@ int main(int argc, char** argv) {
   cli.option("resume", "continue the run in --out from its train_state.safetensors");
   cli.option("check", "validate the config, print it resolved, and exit");
   cli.option("quiet", "no progress output");
+  cli.option("allow-nonfinite", "load and save weights holding NaN or inf (for debugging; refused by default)");
   cli.option("config-reference", "print every config key with its type, default and meaning (Markdown) and exit");
   if (!cli.parse(argc, argv)) return cli.exit_code();
+  set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
   if (cli.is_set("config-reference")) {
     std::cout << config_reference_markdown();
     return 0;

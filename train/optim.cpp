@@ -17,6 +17,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "models/finite_check.h"
 
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -170,16 +171,6 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& st
 }
 
 // ---- step, its finite check and its undo ----------------------------------------------
-
-bool has_nonfinite(const float* x, int64_t n) {
-  uint32_t all = 0;  // OR of (exponent bits all set) over the block
-  for (int64_t j = 0; j < n; ++j) {
-    uint32_t bits;
-    std::memcpy(&bits, x + j, sizeof bits);
-    all |= uint32_t((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  return all != 0;
-}
 
 namespace {
 

@@ -114,9 +114,6 @@ class Optimizer {
   int64_t prev_step_count_ = 0;
 };
 
-// True when one of the n values is a NaN or an infinity (its exponent bits all set): a plain
-// pass the compiler vectorises, exact whatever the floating-point flags.
-bool has_nonfinite(const float* x, int64_t n);
 
 struct SGDOptions {
   double lr = 0.1;
