@@ -11,20 +11,17 @@ namespace sima {
 
 namespace fs = std::filesystem;
 
-namespace {
-std::unique_ptr<Optimizer> make_optimizer_of_type(std::vector<ParamGroup> groups, const ExperimentConfig& c);
-}
-
 std::unique_ptr<RunLock> prepare_run_folder(const std::string& dir, bool resume) {
   const std::string state_path = dir + "/train_state.safetensors";
-  if (resume) check(fs::is_directory(dir), dir, ": nothing to resume (no such folder); start without --resume");
+  const std::string nothing = ": nothing to resume (no train_state.safetensors); start without --resume";
+  if (resume) check(fs::exists(state_path), dir, nothing);  // before creating the folder
   std::error_code ec;
   fs::create_directories(dir, ec);
   check(!ec && fs::is_directory(dir), dir, ": cannot create the run folder (", ec.message(), ")");
   // Locked before anything is read or written in the folder: a second writer stops here.
   auto lock = std::make_unique<RunLock>(dir);
   if (resume) {
-    check(fs::exists(state_path), dir, ": nothing to resume (no train_state.safetensors); start without --resume");
+    check(fs::exists(state_path), dir, nothing);
   } else {
     check(!fs::exists(state_path), dir, " already holds a run (train_state.safetensors); pass --resume to continue it, "
           "or choose another --out");
@@ -34,14 +31,9 @@ std::unique_ptr<RunLock> prepare_run_folder(const std::string& dir, bool resume)
   return lock;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(std::vector<ParamGroup> groups, const ExperimentConfig& c) {
-  std::unique_ptr<Optimizer> optim = make_optimizer_of_type(std::move(groups), c);
-  // on_nonfinite = skip undoes a step that leaves a weight non-finite: keep what it changes.
-  optim->set_keep_previous(c.train.on_nonfinite == "skip");
-  return optim;
-}
-
 namespace {
+
+// optimizer.type adamw | sgd over `groups`, at lr = cfg.effective_lr().
 std::unique_ptr<Optimizer> make_optimizer_of_type(std::vector<ParamGroup> groups, const ExperimentConfig& c) {
   const double lr = c.effective_lr();
   if (c.optimizer.type == "adamw")
@@ -55,7 +47,15 @@ std::unique_ptr<Optimizer> make_optimizer_of_type(std::vector<ParamGroup> groups
                                                              .weight_decay = c.optimizer.weight_decay,
                                                              .nesterov = c.optimizer.nesterov});
 }
+
 }  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(std::vector<ParamGroup> groups, const ExperimentConfig& c) {
+  std::unique_ptr<Optimizer> optim = make_optimizer_of_type(std::move(groups), c);
+  // on_nonfinite = skip undoes a step that leaves a weight non-finite: keep what it changes.
+  optim->set_keep_previous(c.train.on_nonfinite == "skip");
+  return optim;
+}
 
 std::string first_nonfinite_gradient(const Optimizer& optim) {
   for (const auto& g : optim.param_groups())
