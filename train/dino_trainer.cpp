@@ -420,7 +420,8 @@ DinoTrainResult DinoTrainer::fit() {
     s.pos.epoch_loss_sum = 0.0;
     s.pos.epoch_loss_count = 0;
     for (int i = 0; i < DinoExtraState::kNumSums; ++i) sums[i] = 0.f;
-    s.save_all(true);
+    // The record before the save: a run killed between the two resumes from the state before
+    // this epoch's end, and MetricsLog::open drops the records past that state's step.
     s.log.log({{"kind", "epoch"},
                {"epoch", e.epoch},
                {"step", s.pos.step},
@@ -433,6 +434,7 @@ DinoTrainResult DinoTrainer::fit() {
                {"momentum", e.momentum},
                {"teacher_temp", e.teacher_temp},
                {"epoch_seconds", e.seconds}});
+    s.save_all(true);
     result.epochs.push_back(e);
     std::string why = s.comm.is_main() ? render_curves(s.log.csv_path(), s.dir + "/curves.png") : "";
     if (!why.empty() && s.pos.epoch == c.train.epochs) s.say("note: no curves.png (" + why + ")");

@@ -72,7 +72,7 @@ struct Trainer::State {
   int skipped_in_row = 0;
 
   void setup();
-  void save_all(bool epoch_end, const EvalResult* eval);
+  void save_all(bool epoch_end, bool best);
   EvalResult run_eval();
   double train_step(const Batch& batch, double& grad_norm_out, bool& skipped);
   void say(const std::string& line) {
@@ -263,7 +263,7 @@ EvalResult Trainer::State::run_eval() {
   return evaluate_sharded(comm, *model, test_set, eo);
 }
 
-void Trainer::State::save_all(bool epoch_end, const EvalResult* eval) {
+void Trainer::State::save_all(bool epoch_end, bool best) {
   json norm = {{"mean", cfg.model.mean}, {"std", cfg.model.std}, {"img_size", cfg.model.img_size},
                {"crop_pct", cfg.augment.crop_pct}};
   std::map<std::string, std::string> meta = {
@@ -276,8 +276,6 @@ void Trainer::State::save_all(bool epoch_end, const EvalResult* eval) {
     meta["distill"] = d.dump();
     state_meta["distill_teacher"] = teacher->describe().dump();
   }
-  const bool best = epoch_end && eval && eval->count > 0 && eval->top1 > pos.best_top1;
-  if (best) pos.best_top1 = eval->top1;
   if (!comm.is_main()) return;  // every rank holds the same weights: rank 0 writes them
   if (epoch_end) {
     save_checkpoint(dir + "/model.safetensors", *model, meta);
@@ -358,11 +356,11 @@ TrainResult Trainer::fit() {
       if (flagged || at_max) {
         stop = true;
         result.interrupted = s.pos.batch < s.steps_per_epoch || s.pos.epoch + 1 < c.train.epochs;
-        if (s.pos.batch < s.steps_per_epoch) s.save_all(false, nullptr);
+        if (s.pos.batch < s.steps_per_epoch) s.save_all(false, false);
         if (flagged) s.say("stopped at step " + std::to_string(s.pos.step) + "; continue with --resume");
       } else if (c.train.checkpoint_every > 0 && s.pos.step % c.train.checkpoint_every == 0 &&
                  s.pos.batch < s.steps_per_epoch) {
-        s.save_all(false, nullptr);
+        s.save_all(false, false);
       }
     }
     if (s.pos.batch < s.steps_per_epoch) break;  // stopped mid-epoch
@@ -405,9 +403,13 @@ TrainResult Trainer::fit() {
     s.pos.batch = 0;
     s.pos.epoch_loss_sum = 0.0;
     s.pos.epoch_loss_count = 0;
-    s.save_all(true, eval.count > 0 ? &eval : nullptr);
+    const bool best = eval.count > 0 && eval.top1 > s.pos.best_top1;
+    if (best) s.pos.best_top1 = eval.top1;
     record["best_top1"] = std::max(0.0, s.pos.best_top1);
+    // The record before the save: a run killed between the two resumes from the state before
+    // this epoch's end, and MetricsLog::open drops the records past that state's step.
     s.log.log(record);
+    s.save_all(true, best);
     std::string why = s.comm.is_main() ? render_curves(s.log.csv_path(), s.dir + "/curves.png") : "";
     if (!why.empty() && s.pos.epoch == c.train.epochs) s.say("note: no curves.png (" + why + ")");
   }

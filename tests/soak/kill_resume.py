@@ -87,20 +87,39 @@ class Job:
                                 start_new_session=True)  # its own process group: mpirun and every rank
 
 
-def kill_group(proc):
-    """SIGKILL to the whole group, then wait until no process of it is left."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-    for _ in range(2000):
+def session_processes(sid):
+    """Pids of every process in session `sid` (mpirun puts its ranks in process groups of their
+    own, but they stay in the session the soak started)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
         try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
+            with open("/proc/%s/stat" % d) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":  # fields: state, ppid, pgrp, session
+            pids.append(int(d))
+    return pids
+
+
+def kill_group(proc):
+    """SIGKILL to every process of the run (mpirun and all its ranks at once, as a crash of the
+    machine would), then wait until none is left."""
+    for _ in range(2000):
+        pids = session_processes(proc.pid)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if proc.poll() is None:
+            proc.wait()
+        if not pids:
             return
         time.sleep(0.005)
-    raise RuntimeError("process group %d survived SIGKILL" % proc.pid)
+    raise RuntimeError("processes of session %d survived SIGKILL" % proc.pid)
 
 
 def metrics_without_timing(path):
