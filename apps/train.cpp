@@ -1,11 +1,12 @@
 // sima-train: trains a model from a JSON experiment config (train/config.h).
 //
 //   build/bin/sima-train --config configs/quickstart.json [--set key.path=value ...]
-//                        [--out runs/NAME] [--resume] [--check] [--quiet]
+//                        [--out runs/NAME] [--resume] [--check] [--quiet] [--allow-nonfinite]
 //
 // The whole config is validated before any work. The run folder gets the resolved config,
 // metrics.jsonl/.csv, curves.png and the checkpoints (train/trainer.h; with dino.enabled,
-// DINO self-supervised training, train/dino_trainer.h). Ctrl-C (SIGINT) or
+// DINO self-supervised training, train/dino_trainer.h), and run.lock: one writer per folder
+// (train/run_lock.h). Ctrl-C (SIGINT) or
 // SIGTERM finishes the current step, saves the train state and exits 130 with the command
 // that resumes.
 //

@@ -159,18 +159,22 @@ def soak(job, work, kills_wanted, max_delay, rng):
         rc = job.start(ref, False, log).wait()
     if rc != 0:
         print("%s: the reference run failed (exit %d), see %s.log" % (job.name, rc, ref))
-        return {"kills": 0, "early_kills": 0, "resumes": 0, "rounds": 0, "mismatches": 1, "failures": 1}
+        return {"kills": 0, "early_kills": 0, "kills_after_progress": 0, "resumes": 0, "rounds": 0,
+                "mismatches": 1, "failures": 1}
     ref_seconds = time.time() - t0
-    max_delay = max_delay or 0.3 * ref_seconds
+    max_delay = max_delay or 0.5 * ref_seconds
     print("%s: reference run %.1f s (%s); kills after 0.05..%.2f s" % (
         job.name, ref_seconds, " ".join(job.command(ref, False)), max_delay), flush=True)
-    stats = {"kills": 0, "early_kills": 0, "resumes": 0, "rounds": 0, "mismatches": 0, "failures": 0}
+    stats = {"kills": 0, "early_kills": 0, "kills_after_progress": 0, "resumes": 0, "rounds": 0,
+             "mismatches": 0, "failures": 0}
     while stats["kills"] < kills_wanted and stats["failures"] == 0:
         out = os.path.join(work, "%s_round%d" % (job.name, stats["rounds"]))
         resume = False
         log_path = out + ".log"
         with open(log_path, "w") as log:
             while True:
+                state = os.path.join(out, "train_state.safetensors")
+                before = os.stat(state).st_mtime_ns if os.path.exists(state) else None
                 proc = job.start(out, resume, log)
                 stats["resumes"] += resume
                 if stats["kills"] < kills_wanted:
@@ -179,6 +183,8 @@ def soak(job, work, kills_wanted, max_delay, rng):
                     except subprocess.TimeoutExpired:
                         kill_group(proc)
                         stats["kills"] += 1
+                        # the attempt saved at least one new state before it was killed
+                        stats["kills_after_progress"] += os.path.exists(state) and os.stat(state).st_mtime_ns != before
                         resume = os.path.exists(os.path.join(out, "train_state.safetensors"))
                         if not resume:  # killed before its first save: start again from scratch
                             stats["early_kills"] += 1
@@ -212,7 +218,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join(here, "..", "..", "build", "bin"), help="folder of sima-train")
     ap.add_argument("--jobs", default="dino,supervised")
     ap.add_argument("--max-delay", type=float, default=0.0,
-                    help="longest wait before a kill, seconds (default: 0.3 x the job's reference run time)")
+                    help="longest wait before a kill, seconds (default: 0.5 x the job's reference run time)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", default="", help="folder for the runs (default: a temporary one, removed on success)")
     ap.add_argument("--no-mpi", action="store_true", help="the supervised job in one process even with MPI")
@@ -228,9 +234,10 @@ def main():
         job = Job(name, a.bin, work, 2 if (name == "supervised" and mpi) else 1)
         t0 = time.time()
         s = soak(job, work, a.kills, a.max_delay, rng)
-        print("%s: %d kills (%d before the first save), %d resumes, %d rounds compared, %d mismatches, "
-              "%d failed runs, %.0f s" % (name, s["kills"], s["early_kills"], s["resumes"], s["rounds"],
-                                          s["mismatches"], s["failures"], time.time() - t0), flush=True)
+        print("%s: %d kills (%d before the run's first save, %d after the attempt saved progress), %d resumes, "
+              "%d rounds compared, %d mismatches, %d failed runs, %.0f s" % (
+                  name, s["kills"], s["early_kills"], s["kills_after_progress"], s["resumes"], s["rounds"],
+                  s["mismatches"], s["failures"], time.time() - t0), flush=True)
         ok = ok and s["mismatches"] == 0 and s["failures"] == 0
     if ok and not a.work:
         shutil.rmtree(work, ignore_errors=True)

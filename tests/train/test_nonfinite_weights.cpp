@@ -51,7 +51,8 @@ void check_same_state(const std::vector<std::pair<std::string, Tensor>>& a,
 }
 
 std::shared_ptr<Model> tiny_model() {
-  return create_model(nlohmann::json{{"name", "deit_tiny_patch4_28"}, {"depth", 1}, {"embed_dim", 16}, {"num_heads", 2}});
+  return create_model(
+      nlohmann::json{{"name", "deit_tiny_patch4_28"}, {"depth", 1}, {"embed_dim", 16}, {"num_heads", 2}});
 }
 
 // A model whose head weight holds a NaN, saved (allowed for the test) with the data it names.
@@ -143,7 +144,7 @@ TEST_CASE("optimizer: keeping the previous values changes no update (same bits o
   }
 }
 
-TEST_CASE("checkpoints and train states with NaN: refused on save and load, naming file and tensor; allowed on request") {
+TEST_CASE("checkpoints and train states with NaN: refused on save and load, naming file and tensor; or allowed") {
   TempDir dir;
   auto model = tiny_model();
   const std::string good = dir.file("good.safetensors");
@@ -191,7 +192,7 @@ TEST_CASE("evaluate: top-1 is the trace of the confusion matrix, also when every
   }
 }
 
-TEST_CASE("sima-train: an update that overflows the weights: stop names parameter and step; skip saves finite weights") {
+TEST_CASE("sima-train: an update overflowing the weights: stop names parameter and step; skip saves finite weights") {
   TempDir dir;
   const std::string cfg = dir.file("overflow.json");
   std::ofstream(cfg) << R"({"name": "overflow",
