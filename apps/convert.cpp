@@ -50,11 +50,14 @@ int main(int argc, char** argv) {
   cli.flag("model", "NAME|JSON|FILE", "registered model, or config keys overriding the inferred config");
   cli.flag("to", "official|timm|cvt", "export: write our checkpoint as this upstream layout's .pth");
   cli.option("legacy-qkv", "with --to timm, an XCiT's class attention as one qkv Linear (timm before the q/k/v split)");
+  cli.option("allow-nonfinite", "convert a checkpoint holding NaN or inf (for debugging; refused by default)");
   if (!cli.parse(argc, argv)) return cli.exit_code();
+  set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
   try {
     if (cli.has("to")) return export_pth(cli);
     check(!cli.is_set("legacy-qkv"), "--legacy-qkv is for the export direction (with --to timm)");
     const UpstreamModel m = load_upstream_checkpoint(cli.get("in"), cli.get("from"), cli.get("model"));
+    check_finite_weights(m.model->state_dict(), cli.get("in"), /*saving=*/false);
     // A 1000-class head is ImageNet-1k's: its class names go into "classes" (sima-eval prints them).
     std::map<std::string, std::string> meta = imagenet_classes_metadata(m.model->config().num_classes);
     meta["converted_from"] = m.layout;

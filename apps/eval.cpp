@@ -242,7 +242,9 @@ int main(int argc, char** argv) {
            false, "model");
   cli.flag("train-limit", "N", "--knn/--linear-probe: a seeded random N train images; 0 = all", false, "0");
   cli.flag("seed", "S", "--knn/--linear-probe: seed of the random subsets and of the probe", false, "0");
+  cli.option("allow-nonfinite", "load a checkpoint holding NaN or inf (for debugging; refused by default)");
   if (!cli.parse(argc, argv)) return cli.exit_code();
+  set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
   if (const std::string why = flag_conflict(cli); !why.empty()) {
     std::fprintf(stderr, "sima-eval: error: %s (try --help)\n", why.c_str());
     return 2;

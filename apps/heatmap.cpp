@@ -69,7 +69,9 @@ int main(int argc, char** argv) {
   cli.flag("foreground-above", "T",
            "also report the share of each map's mass on pixels whose grey level (0..1) is above T, "
            "and those pixels' share of the image (the object, on a dark background)");
+  cli.option("allow-nonfinite", "load a checkpoint holding NaN or inf (for debugging; refused by default)");
   if (!cli.parse(argc, argv)) return cli.exit_code();
+  set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
   try {
     check(cli.is_set("image"), "--image: no image given (files or folders of images)");
     HeatmapOptions opt;

@@ -1,11 +1,12 @@
 // sima-train: trains a model from a JSON experiment config (train/config.h).
 //
 //   build/bin/sima-train --config configs/quickstart.json [--set key.path=value ...]
-//                        [--out runs/NAME] [--resume] [--check] [--quiet]
+//                        [--out runs/NAME] [--resume] [--check] [--quiet] [--allow-nonfinite]
 //
 // The whole config is validated before any work. The run folder gets the resolved config,
 // metrics.jsonl/.csv, curves.png and the checkpoints (train/trainer.h; with dino.enabled,
-// DINO self-supervised training, train/dino_trainer.h). Ctrl-C (SIGINT) or
+// DINO self-supervised training, train/dino_trainer.h), and run.lock: one writer per folder
+// (train/run_lock.h). Ctrl-C (SIGINT) or
 // SIGTERM finishes the current step, saves the train state and exits 130 with the command
 // that resumes.
 //
@@ -19,6 +20,7 @@
 
 #include "core/error.h"
 #include "models/registry.h"
+#include "models/finite_check.h"
 #include "train/cli.h"
 #include "train/config.h"
 #include "train/dino_trainer.h"
@@ -76,8 +78,10 @@ int main(int argc, char** argv) {
   cli.option("resume", "continue the run in --out from its train_state.safetensors");
   cli.option("check", "validate the config, print it resolved, and exit");
   cli.option("quiet", "no progress output");
+  cli.option("allow-nonfinite", "load and save weights holding NaN or inf (for debugging; refused by default)");
   cli.option("config-reference", "print every config key with its type, default and meaning (Markdown) and exit");
   if (!cli.parse(argc, argv)) return cli.exit_code();
+  set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
   if (cli.is_set("config-reference")) {
     std::cout << config_reference_markdown();
     return 0;

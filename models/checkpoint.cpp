@@ -4,6 +4,7 @@
 
 #include "core/allocation_budget.h"
 #include "core/error.h"
+#include "models/finite_check.h"
 #include "models/registry.h"
 #include "models/safetensors.h"
 
@@ -23,11 +24,13 @@ void save_checkpoint(const std::string& path, const Model& model,
   if (auto it = meta.find("normalization"); it == meta.end()) meta["normalization"] = norm.dump();
   NamedTensors tensors;
   for (auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t);
+  check_finite_weights(tensors, path, /*saving=*/true);
   save_safetensors(path, tensors, meta);
 }
 
 void load_weights(Model& model, const std::string& path) {
   SafetensorsFile f = load_safetensors(path);
+  check_finite_weights(f.tensors, path, /*saving=*/false);
   StateDict sd;
   for (auto& [name, t] : f.tensors) sd[name] = t;
   try {
@@ -39,6 +42,7 @@ void load_weights(Model& model, const std::string& path) {
 
 std::shared_ptr<Model> load_checkpoint(const std::string& path) {
   SafetensorsFile f = load_safetensors(path);
+  check_finite_weights(f.tensors, path, /*saving=*/false);
   auto it = f.metadata.find("config");
   check(it != f.metadata.end(), path, ": no model config in the metadata (not a sima.cpp model checkpoint?)");
   nlohmann::json j;

@@ -13,10 +13,14 @@
 #include <memory>
 #include <string>
 
+#include "models/finite_check.h"
 #include "models/model.h"
 
 namespace sima {
 
+// Non-finite values are refused on save and on load, naming the file and the first bad
+// tensor, unless set_allow_nonfinite_weights(true) (models/finite_check.h).
+//
 // Writes to a temporary file and renames it over `path` (an existing file survives a failure).
 // `extra_metadata` adds keys (a "normalization" given there replaces the default one).
 void save_checkpoint(const std::string& path, const Model& model,

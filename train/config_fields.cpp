@@ -152,7 +152,7 @@ void add_train_fields(std::vector<ConfigField>& f) {
   f.push_back(field("train.max_steps", &E::train, &TrainConfig::max_steps,
                     "stop after this many steps in total (0 = no limit)", at_least<int64_t>(0)));
   f.push_back(field("train.on_nonfinite", &E::train, &TrainConfig::on_nonfinite,
-                    "non-finite loss or gradient: stop | skip (the step; stop after 10 in a row)",
+                    "non-finite loss, gradient or updated weight: stop | skip (the step, undone; stop after 10 in a row)",
                     one_of({"stop", "skip"})));
   f.push_back(field("train.allreduce_bucket_mb", &E::train, &TrainConfig::allreduce_bucket_mb,
                     "mpirun: MB of gradients per allreduce bucket, started during backward (0 = one bucket)",

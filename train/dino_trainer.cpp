@@ -54,15 +54,16 @@ class DinoExtraState : public Module {
 
 DinoSchedules dino_schedules(const ExperimentConfig& c, int64_t steps_per_epoch) {
   check(steps_per_epoch > 0, "dino_schedules: steps_per_epoch must be positive, got ", steps_per_epoch);
-  const int64_t total = steps_per_epoch * c.train.epochs;
+  const ScheduleSteps steps = schedule_steps(c, steps_per_epoch);  // overflow: an error naming the key
+  const int64_t total = steps.total;
   DinoSchedules s;
   s.lr = {.type = c.schedule.type,
           .base = c.effective_lr(),
           .final = c.schedule.min_lr,
-          .warmup_steps = std::llround(c.schedule.warmup_epochs * double(steps_per_epoch)),
+          .warmup_steps = steps.warmup,
           .warmup_start = c.schedule.warmup_lr,
           .total_steps = total,
-          .decay_steps = std::max<int64_t>(1, std::llround(c.schedule.decay_epochs * double(steps_per_epoch))),
+          .decay_steps = steps.decay,
           .decay_rate = c.schedule.decay_rate,
           .warmup_linspace = true};
   s.weight_decay = {.type = "cosine", .base = c.optimizer.weight_decay, .final = c.dino.weight_decay_end,
@@ -86,6 +87,7 @@ struct DinoTrainer::State {
   Comm& comm = world();               // one process, or the ranks of mpirun (train/distributed.h)
   std::unique_ptr<GradSync> grad_sync;  // with more than one rank
   std::string dir;
+  std::unique_ptr<RunLock> run_lock;  // rank 0: held while the run lives (train/run_lock.h)
   json resolved;
 
   std::shared_ptr<MultiCropWrapper> student, teacher;
@@ -130,7 +132,7 @@ void DinoTrainer::State::setup() {
   resolved = experiment_to_json(c);
   dir = opt.run_dir.empty() ? "runs/" + c.name : opt.run_dir;
   const std::string state_path = dir + "/train_state.safetensors";
-  if (comm.is_main()) prepare_run_folder(dir, opt.resume);  // only rank 0 writes the run folder
+  if (comm.is_main()) run_lock = prepare_run_folder(dir, opt.resume);  // only rank 0 writes the run folder
 
   // Data: the training split through DINO's multi-crop, views grouped by resolution.
   spec = parse_data_spec(c.data.dataset);
@@ -159,7 +161,7 @@ void DinoTrainer::State::setup() {
   steps_per_epoch = loader->batches_per_epoch();
   check(steps_per_epoch > 0, "data.batch_size ", c.data.batch_size, " exceeds the ", train_raw->size(),
         " training images: no full batch");
-  total_steps = steps_per_epoch * c.train.epochs;
+  total_steps = schedule_steps(c, steps_per_epoch).total;
 
   // Networks, seeded. The feature width comes from the backbone itself (CvT: the last stage).
   manual_seed(uint64_t(c.train.seed));
@@ -277,9 +279,13 @@ double DinoTrainer::State::train_step(const MultiViewBatch& batch, DINOLossStats
     nonfinite("the gradient of '" + first_nonfinite_gradient(*optim) + "' is not finite");
     return value;
   }
-  skipped_in_row = 0;
   cancel_gradients_last_layer(pos.epoch, *student, c.dino.freeze_last_layer);
   optim->step();
+  if (std::string what; undo_nonfinite_update(c, *optim, what)) {  // a finite step can still overflow
+    nonfinite(what);
+    return value;
+  }
+  skipped_in_row = 0;
   optim->zero_grad();
   ema_update_parameters(*teacher, *student, momentum);  // EMA update of the teacher
   return value;
@@ -415,7 +421,8 @@ DinoTrainResult DinoTrainer::fit() {
     s.pos.epoch_loss_sum = 0.0;
     s.pos.epoch_loss_count = 0;
     for (int i = 0; i < DinoExtraState::kNumSums; ++i) sums[i] = 0.f;
-    s.save_all(true);
+    // The record before the save: a run killed between the two resumes from the state before
+    // this epoch's end, and MetricsLog::open drops the records past that state's step.
     s.log.log({{"kind", "epoch"},
                {"epoch", e.epoch},
                {"step", s.pos.step},
@@ -428,6 +435,7 @@ DinoTrainResult DinoTrainer::fit() {
                {"momentum", e.momentum},
                {"teacher_temp", e.teacher_temp},
                {"epoch_seconds", e.seconds}});
+    s.save_all(true);
     result.epochs.push_back(e);
     std::string why = s.comm.is_main() ? render_curves(s.log.csv_path(), s.dir + "/curves.png") : "";
     if (!why.empty() && s.pos.epoch == c.train.epochs) s.say("note: no curves.png (" + why + ")");

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -16,6 +17,7 @@
 #include "data/imagenet_classes.h"
 #include "data/loader.h"
 #include "models/checkpoint.h"
+#include "models/finite_check.h"
 #include "models/pth.h"
 #include "models/registry.h"
 #include "models/upstream.h"
@@ -30,22 +32,27 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// The rank of class `label` in a row of logits when sorted by decreasing value, ties broken
-// by lower class index first (so rank 0 is the argmax torch.argmax returns: the first
-// maximum). A NaN true logit ranks last.
+// Logits in the order evaluation ranks them: a NaN counts as -inf (below every number,
+// tied with -inf), so a row always has a first maximum and every count below agrees.
+float rank_value(float v) { return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v; }
+
+// The rank of class `label` in a row of logits when sorted by decreasing value (rank_value),
+// ties broken by lower class index first, so rank 0 is exactly argmax_row's class.
 int64_t rank_of(const float* row, int64_t C, int64_t label) {
-  const float v = row[label];
-  if (std::isnan(v)) return C;
+  const float v = rank_value(row[label]);
   int64_t rank = 0;
-  for (int64_t j = 0; j < C; ++j) rank += row[j] > v || (row[j] == v && j < label);
+  for (int64_t j = 0; j < C; ++j) {
+    const float u = rank_value(row[j]);
+    rank += u > v || (u == v && j < label);
+  }
   return rank;
 }
 
-// The first index of the largest logit (NaN ignored; 0 if every logit is NaN).
+// The first index of the largest logit (rank_value order: NaN below every number).
 int64_t argmax_row(const float* row, int64_t C) {
   int64_t best = 0;
   for (int64_t j = 1; j < C; ++j)
-    if (row[j] > row[best] || (std::isnan(row[best]) && !std::isnan(row[j]))) best = j;
+    if (rank_value(row[j]) > rank_value(row[best])) best = j;
   return best;
 }
 
@@ -80,7 +87,7 @@ EvalResult evaluate(Model& model, std::shared_ptr<const Dataset> dataset, const 
   r.per_class_count.assign(size_t(C), 0);
   r.confusion.assign(size_t(C), std::vector<int64_t>(size_t(C), 0));
   const int64_t k = std::min<int64_t>(5, C);
-  int64_t correct1 = 0, correct5 = 0;
+  int64_t correct5 = 0;
   double loss_sum = 0.0, forward_seconds = 0.0;
 
   const Clock::time_point start = Clock::now();
@@ -107,16 +114,17 @@ EvalResult evaluate(Model& model, std::shared_ptr<const Dataset> dataset, const 
     for (int64_t i = 0; i < B; ++i) {
       const float* row = logits.data() + i * C;
       const int64_t y = batch.labels[size_t(i)];
-      const int64_t rank = rank_of(row, C, y);
-      correct1 += rank < 1;
-      correct5 += rank < k;
+      correct5 += rank_of(row, C, y) < k;
       r.per_class_count[size_t(y)] += 1;
-      r.confusion[size_t(y)][size_t(argmax_row(row, C))] += 1;
+      r.confusion[size_t(y)][size_t(argmax_row(row, C))] += 1;  // top-1 hits: its diagonal
     }
     r.count += B;
   }
 
   r.seconds = seconds_since(start);
+  // One count for the summary and the per-class figures: top-1 is the confusion's trace.
+  int64_t correct1 = 0;
+  for (size_t c = 0; c < size_t(C); ++c) correct1 += r.confusion[c][c];
   if (r.count > 0) {
     r.loss = loss_sum / static_cast<double>(r.count);
     r.top1 = 100.0 * static_cast<double>(correct1) / static_cast<double>(r.count);
@@ -329,6 +337,7 @@ LoadedCheckpoint load_checkpoint_for_eval(const std::string& path, const std::st
   LoadedCheckpoint out;
   if (is_pth_path(path)) {
     out.model = load_upstream_checkpoint(path, from, model_spec).model;
+    check_finite_weights(out.model->state_dict(), path, /*saving=*/false);
     out.info.config = out.model->config();
     out.info.crop_pct = default_crop_pct(out.info.config.img_size);
     // A 1000-class head is ImageNet-1k's: its names, as sima-convert writes them.

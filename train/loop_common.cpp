@@ -11,22 +11,30 @@ namespace sima {
 
 namespace fs = std::filesystem;
 
-void prepare_run_folder(const std::string& dir, bool resume) {
+std::unique_ptr<RunLock> prepare_run_folder(const std::string& dir, bool resume) {
   const std::string state_path = dir + "/train_state.safetensors";
+  const std::string nothing = ": nothing to resume (no train_state.safetensors); start without --resume";
+  if (resume) check(fs::exists(state_path), dir, nothing);  // before creating the folder
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  check(!ec && fs::is_directory(dir), dir, ": cannot create the run folder (", ec.message(), ")");
+  // Locked before anything is read or written in the folder: a second writer stops here.
+  auto lock = std::make_unique<RunLock>(dir);
   if (resume) {
-    check(fs::exists(state_path), dir, ": nothing to resume (no train_state.safetensors); start without --resume");
+    check(fs::exists(state_path), dir, nothing);
   } else {
     check(!fs::exists(state_path), dir, " already holds a run (train_state.safetensors); pass --resume to continue it, "
           "or choose another --out");
   }
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  check(!ec && fs::is_directory(dir), dir, ": cannot create the run folder (", ec.message(), ")");
   // A run killed inside a save leaves its temporary file; the saved files themselves are whole.
   remove_stale_temp_files(dir);
+  return lock;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(std::vector<ParamGroup> groups, const ExperimentConfig& c) {
+namespace {
+
+// optimizer.type adamw | sgd over `groups`, at lr = cfg.effective_lr().
+std::unique_ptr<Optimizer> make_optimizer_of_type(std::vector<ParamGroup> groups, const ExperimentConfig& c) {
   const double lr = c.effective_lr();
   if (c.optimizer.type == "adamw")
     return std::make_unique<AdamW>(std::move(groups), AdamWOptions{.lr = lr,
@@ -38,6 +46,15 @@ std::unique_ptr<Optimizer> make_optimizer(std::vector<ParamGroup> groups, const 
                                                              .momentum = c.optimizer.momentum,
                                                              .weight_decay = c.optimizer.weight_decay,
                                                              .nesterov = c.optimizer.nesterov});
+}
+
+}  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(std::vector<ParamGroup> groups, const ExperimentConfig& c) {
+  std::unique_ptr<Optimizer> optim = make_optimizer_of_type(std::move(groups), c);
+  // on_nonfinite = skip undoes a step that leaves a weight non-finite: keep what it changes.
+  optim->set_keep_previous(c.train.on_nonfinite == "skip");
+  return optim;
 }
 
 std::string first_nonfinite_gradient(const Optimizer& optim) {
@@ -60,6 +77,14 @@ void handle_nonfinite_step(const std::string& what, const ExperimentConfig& c, c
   }
   fail("step ", pos.step + 1, " (epoch ", pos.epoch + 1, ", batch ", pos.batch + 1, "): ", what,
        c.train.on_nonfinite == "skip" ? " (10 steps in a row)" : "", "; ", advice);
+}
+
+bool undo_nonfinite_update(const ExperimentConfig& c, Optimizer& optim, std::string& what) {
+  const std::string& name = optim.nonfinite_after_step();
+  if (name.empty()) return false;
+  what = "the update left a NaN or inf in '" + name + "' (its weights or optimizer state)";
+  if (c.train.on_nonfinite == "skip") optim.undo_step();
+  return true;
 }
 
 void update_progress(ProgressBar& bar, const TrainPosition& pos, const ExperimentConfig& c, int64_t steps_per_epoch,

@@ -10,15 +10,19 @@
 #include "train/config.h"
 #include "train/optim.h"
 #include "train/progress.h"
+#include "train/run_lock.h"
 #include "train/train_state.h"
 
 namespace sima {
 
-// Creates `dir` (and parents). A folder that already holds train_state.safetensors is
-// refused without `resume`, and `resume` needs one.
-void prepare_run_folder(const std::string& dir, bool resume);
+// Creates `dir` (and parents) and locks it for this process (train/run_lock.h: a folder
+// another run is writing is refused, naming that run's pid). Then a folder that already
+// holds train_state.safetensors is refused without `resume`, and `resume` needs one.
+// Keep the returned lock for as long as the run writes the folder.
+std::unique_ptr<RunLock> prepare_run_folder(const std::string& dir, bool resume);
 
-// optimizer.type adamw | sgd over `groups`, at lr = cfg.effective_lr().
+// optimizer.type adamw | sgd over `groups`, at lr = cfg.effective_lr(); keeping the values
+// before each step (Optimizer::set_keep_previous) when train.on_nonfinite = skip.
 std::unique_ptr<Optimizer> make_optimizer(std::vector<ParamGroup> groups, const ExperimentConfig& cfg);
 
 // The name of the first parameter (in the optimizer's order) whose gradient holds a
@@ -32,6 +36,12 @@ std::string first_nonfinite_gradient(const Optimizer& optim);
 void handle_nonfinite_step(const std::string& what, const ExperimentConfig& cfg, const TrainPosition& pos,
                            int& skipped_in_row, Optimizer& optim, const std::function<void(const std::string&)>& say,
                            const std::string& advice);
+
+// After optim.step(): when the update left a non-finite value in a parameter (or its
+// optimizer state), `what` names it and true is returned; with train.on_nonfinite = skip
+// the step is undone first (make_optimizer keeps the values for that). The caller then
+// passes `what` to handle_nonfinite_step, as for a bad loss or gradient.
+bool undo_nonfinite_update(const ExperimentConfig& cfg, Optimizer& optim, std::string& what);
 
 // The live progress line after a step: the epoch's running loss, lr, img/s and the epoch's ETA.
 void update_progress(ProgressBar& bar, const TrainPosition& pos, const ExperimentConfig& cfg,

@@ -8,13 +8,16 @@
 #include "train/optim.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "models/finite_check.h"
 
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -167,6 +170,68 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& st
   for (const auto& [key, t] : found) buffers_[key.first].second[key.second] = t.detach().clone();
 }
 
+// ---- step, its finite check and its undo ----------------------------------------------
+
+namespace {
+
+// dst ← a copy of src's values (dst reallocated when its shape differs).
+void copy_into(Tensor& dst, const Tensor& src) {
+  if (!dst.defined() || dst.shape() != src.shape()) dst = empty(src.shape());
+  const float* from = src.data();
+  float* to = dst.data();
+  parallel_for(src.numel(), kGrainElementwise, [&](int64_t begin, int64_t end) {
+    std::memcpy(to + begin, from + begin, sizeof(float) * size_t(end - begin));
+  });
+}
+
+}  // namespace
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  nonfinite_.clear();
+  touched_.clear();
+  prev_step_count_ = step_count_;
+  ++step_count_;
+  update();
+}
+
+void Optimizer::save_previous(size_t g, size_t i) {
+  if (!keep_previous_) return;
+  const int64_t k = flat_index(g, i);
+  if (prev_params_.empty()) {
+    prev_params_.resize(group_offset_.back());
+    prev_buffers_.assign(buffers_.size(), std::vector<Tensor>(group_offset_.back()));
+  }
+  touched_.emplace_back(g, i);
+  copy_into(prev_params_[k], groups_[g].params[i].second);
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    const Tensor& buf = buffers_[b].second[k];
+    if (buf.defined()) copy_into(prev_buffers_[b][k], buf);
+    else prev_buffers_[b][k] = Tensor();  // created by this step: undo drops it
+  }
+}
+
+void Optimizer::note_nonfinite(size_t g, size_t i) {
+  if (nonfinite_.empty()) nonfinite_ = groups_[g].params[i].first;
+}
+
+void Optimizer::undo_step() {
+  check(keep_previous_, "optimizer: undo_step needs set_keep_previous(true) before the step");
+  NoGradGuard no_grad;
+  for (const auto& [g, i] : touched_) {
+    const int64_t k = flat_index(g, i);
+    Tensor p = groups_[g].params[i].second;
+    copy_into(p, prev_params_[k]);  // same shape: writes into the parameter's own storage
+    for (size_t b = 0; b < buffers_.size(); ++b) {
+      if (prev_buffers_[b][k].defined()) copy_into(buffers_[b].second[k], prev_buffers_[b][k]);
+      else buffers_[b].second[k] = Tensor();
+    }
+  }
+  step_count_ = prev_step_count_;
+  touched_.clear();
+  nonfinite_.clear();
+}
+
 namespace {
 
 // The gradient of a parameter, checked against its shape; undefined when it has none.
@@ -207,9 +272,7 @@ SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& o) : Optimizer(std::m
   set_weight_decay(o.weight_decay);
 }
 
-void SGD::step() {
-  NoGradGuard no_grad;
-  ++step_count_;
+void SGD::update() {
   const bool use_momentum = options_.momentum != 0.0, nesterov = options_.nesterov;
   const float mu = static_cast<float>(options_.momentum);
   const float one_minus_dampening = static_cast<float>(1.0 - options_.dampening);
@@ -221,6 +284,7 @@ void SGD::step() {
       const auto& [name, p] = group.params[i];
       const Tensor grad = grad_of(name, p);
       if (!grad.defined()) continue;
+      save_previous(gi, i);
       float* P = p.data();
       const float* G = grad.data();
       float* B = nullptr;
@@ -231,6 +295,7 @@ void SGD::step() {
         if (first) buf = empty(p.shape());
         B = buf.data();
       }
+      std::atomic<bool> bad{false};
       parallel_for(p.numel(), kGrainElementwise, [&](int64_t begin, int64_t end) {
         for (int64_t j = begin; j < end; ++j) {
           float d = G[j];
@@ -242,7 +307,9 @@ void SGD::step() {
           }
           P[j] = std::fma(neg_lr, d, P[j]);  // param.add_(d_p, alpha=-lr)
         }
+        if (has_nonfinite(P + begin, end - begin) || (B && has_nonfinite(B + begin, end - begin))) bad = true;
       });
+      if (bad) note_nonfinite(gi, i);
     }
   }
 }
@@ -265,9 +332,7 @@ AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& o) : Optimizer(
   set_weight_decay(o.weight_decay);
 }
 
-void AdamW::step() {
-  NoGradGuard no_grad;
-  ++step_count_;
+void AdamW::update() {
   const double beta1 = options_.beta1, beta2 = options_.beta2;
   const float b1 = static_cast<float>(beta1), one_minus_b1 = static_cast<float>(1.0 - beta1);
   const float b2 = static_cast<float>(beta2), one_minus_b2 = static_cast<float>(1.0 - beta2);
@@ -280,6 +345,7 @@ void AdamW::step() {
       const auto& [name, p] = group.params[i];
       const Tensor grad = grad_of(name, p);
       if (!grad.defined()) continue;
+      save_previous(gi, i);
       const int64_t k = flat_index(gi, i);
       Tensor& step_t = buffers_[0].second[k];
       Tensor& exp_avg = buffers_[1].second[k];
@@ -300,6 +366,7 @@ void AdamW::step() {
       const float* G = grad.data();
       float* M = exp_avg.data();
       float* V = exp_avg_sq.data();
+      std::atomic<bool> bad{false};
       parallel_for(p.numel(), kGrainElementwise, [&](int64_t begin, int64_t end) {
         for (int64_t j = begin; j < end; ++j) {
           const float g = G[j];
@@ -311,7 +378,10 @@ void AdamW::step() {
           V[j] = v;
           P[j] = pj + neg_step_size * m / denom;  // param.addcdiv_(m, denom, value=−step_size)
         }
+        const int64_t n = end - begin;
+        if (has_nonfinite(P + begin, n) || has_nonfinite(M + begin, n) || has_nonfinite(V + begin, n)) bad = true;
       });
+      if (bad) note_nonfinite(gi, i);
     }
   }
 }

@@ -53,8 +53,8 @@ class Optimizer {
   explicit Optimizer(std::vector<ParamGroup> groups);
   virtual ~Optimizer() = default;
 
-  // One update of every parameter that has a gradient.
-  virtual void step() = 0;
+  // One update of every parameter that has a gradient (the subclass's update()).
+  void step();
   void zero_grad();  // drops every gradient (set_to_none)
 
   // lr / weight decay of every group = value · the group's scale.
@@ -74,7 +74,26 @@ class Optimizer {
   std::vector<std::pair<std::string, Tensor>> state() const;
   void load_state(const std::vector<std::pair<std::string, Tensor>>& state);
 
+  // Non-finite results (train.on_nonfinite, train/loop_common.h). After step(): the name of
+  // the first parameter (in the optimizer's order) whose new value or optimizer state holds a
+  // NaN or an infinity, "" when all are finite. update() checks each block of values right
+  // after writing it, while it is in cache.
+  const std::string& nonfinite_after_step() const { return nonfinite_; }
+  // With keep_previous on, step() first copies what it is about to change (each parameter it
+  // updates, that parameter's buffers, the step counts); undo_step() then puts back the
+  // values from before the last step(), bit for bit. Off by default (it costs a copy).
+  void set_keep_previous(bool on) { keep_previous_ = on; }
+  void undo_step();
+
  protected:
+  // One update of every parameter that has a gradient; step() wraps it.
+  virtual void update() = 0;
+  // update()'s bookkeeping for parameter i of group g, before it changes: with keep_previous,
+  // copies it and its buffers (an undefined buffer is remembered as undefined).
+  void save_previous(size_t g, size_t i);
+  // update()'s note that parameter i of group g came out with a non-finite value.
+  void note_nonfinite(size_t g, size_t i);
+
   // The per-parameter buffers, one list per kind ("momentum_buffer", "exp_avg", ...), each
   // parallel to all_params(); an entry is undefined until the parameter's first update.
   std::vector<std::pair<std::string, std::vector<Tensor>>> buffers_;
@@ -85,7 +104,16 @@ class Optimizer {
 
  private:
   std::vector<size_t> group_offset_;
+  std::string nonfinite_;
+  bool keep_previous_ = false;
+  // The values before the last step() (keep_previous): per flat index, the parameter and
+  // each kind of buffer (parallel to buffers_; undefined when it was undefined).
+  std::vector<std::pair<size_t, size_t>> touched_;  // (group, i) saved by the last step()
+  std::vector<Tensor> prev_params_;
+  std::vector<std::vector<Tensor>> prev_buffers_;
+  int64_t prev_step_count_ = 0;
 };
+
 
 struct SGDOptions {
   double lr = 0.1;
@@ -98,10 +126,10 @@ struct SGDOptions {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<ParamGroup> groups, const SGDOptions& options);
-  void step() override;
   const SGDOptions& options() const { return options_; }
 
  private:
+  void update() override;
   SGDOptions options_;
 };
 
@@ -115,10 +143,10 @@ struct AdamWOptions {
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options);
-  void step() override;
   const AdamWOptions& options() const { return options_; }
 
  private:
+  void update() override;
   AdamWOptions options_;
 };
 

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "models/finite_check.h"
 #include "models/safetensors.h"
 
 namespace sima {
@@ -79,12 +80,14 @@ void save_train_state(const std::string& path, const Module& model, const Optimi
   meta["position"] = position_to_json(pos).dump();
   meta["rng"] = rng_state.dump();
   meta["config"] = config.dump();
+  check_finite_weights(tensors, path, /*saving=*/true);
   save_safetensors(path, tensors, meta);
 }
 
 TrainPosition load_train_state(const std::string& path, Module& model, Optimizer& optim, Module* ema,
                                json* config) {
   SafetensorsFile f = load_safetensors(path);
+  check_finite_weights(f.tensors, path, /*saving=*/false);
   auto meta = [&](const char* key) -> json {
     auto it = f.metadata.find(key);
     check(it != f.metadata.end(), path, ": no '", key, "' in the metadata (not a sima.cpp train state?)");

@@ -50,6 +50,7 @@ struct Trainer::State {
   Comm& comm = world();               // one process, or the ranks of mpirun (train/distributed.h)
   std::unique_ptr<GradSync> grad_sync;  // with more than one rank
   std::string dir;
+  std::unique_ptr<RunLock> run_lock;  // rank 0: held while the run lives (train/run_lock.h)
   json resolved;  // experiment_to_json(cfg)
 
   std::shared_ptr<Model> model;
@@ -71,7 +72,7 @@ struct Trainer::State {
   int skipped_in_row = 0;
 
   void setup();
-  void save_all(bool epoch_end, const EvalResult* eval);
+  void save_all(bool epoch_end, bool best);
   EvalResult run_eval();
   double train_step(const Batch& batch, double& grad_norm_out, bool& skipped);
   void say(const std::string& line) {
@@ -92,7 +93,7 @@ void Trainer::State::setup() {
   resolved = experiment_to_json(c);
   dir = opt.run_dir.empty() ? "runs/" + c.name : opt.run_dir;
   const std::string state_path = dir + "/train_state.safetensors";
-  if (comm.is_main()) prepare_run_folder(dir, opt.resume);  // only rank 0 writes the run folder
+  if (comm.is_main()) run_lock = prepare_run_folder(dir, opt.resume);  // only rank 0 writes the run folder
 
   // Data first: a wrong path fails before any model is built.
   spec = parse_data_spec(c.data.dataset);
@@ -114,7 +115,8 @@ void Trainer::State::setup() {
   steps_per_epoch = loader->batches_per_epoch();
   check(steps_per_epoch > 0, "data.batch_size ", c.data.batch_size, " exceeds the ", train_set->size(),
         " training images: no full batch");
-  total_steps = steps_per_epoch * c.train.epochs;
+  const ScheduleSteps steps = schedule_steps(c, steps_per_epoch);  // overflow: an error naming the key
+  total_steps = steps.total;
 
   // The distillation teacher, checked against the student before any work (and before the
   // seed: building it draws initial weights it then overwrites).
@@ -135,14 +137,13 @@ void Trainer::State::setup() {
     for (auto& [name, p] : g.params) params.push_back(p);
 
   // Schedules, per step.
-  const int64_t warmup = std::llround(c.schedule.warmup_epochs * double(steps_per_epoch));
   lr_schedule = {.type = c.schedule.type,
                  .base = c.effective_lr(),
                  .final = c.schedule.min_lr,
-                 .warmup_steps = warmup,
+                 .warmup_steps = steps.warmup,
                  .warmup_start = c.schedule.warmup_lr,
                  .total_steps = total_steps,
-                 .decay_steps = std::max<int64_t>(1, std::llround(c.schedule.decay_epochs * double(steps_per_epoch))),
+                 .decay_steps = steps.decay,
                  .decay_rate = c.schedule.decay_rate};
   validate_schedule(lr_schedule);
   wd_schedule = {.type = c.schedule.weight_decay_end >= 0 ? "cosine" : "constant",
@@ -244,9 +245,13 @@ double Trainer::State::train_step(const Batch& batch, double& grad_norm_out, boo
     nonfinite("the gradient of '" + first_nonfinite_gradient(*optim) + "' is not finite");
     return value;
   }
-  skipped_in_row = 0;
   if (c.optimizer.clip_grad > 0) clip_grad_norm(params, c.optimizer.clip_grad);
   optim->step();
+  if (std::string what; undo_nonfinite_update(c, *optim, what)) {  // a finite step can still overflow
+    nonfinite(what);
+    return value;
+  }
+  skipped_in_row = 0;
   optim->zero_grad();
   if (ema) ema->update(*model);
   return value;
@@ -258,7 +263,7 @@ EvalResult Trainer::State::run_eval() {
   return evaluate_sharded(comm, *model, test_set, eo);
 }
 
-void Trainer::State::save_all(bool epoch_end, const EvalResult* eval) {
+void Trainer::State::save_all(bool epoch_end, bool best) {
   json norm = {{"mean", cfg.model.mean}, {"std", cfg.model.std}, {"img_size", cfg.model.img_size},
                {"crop_pct", cfg.augment.crop_pct}};
   std::map<std::string, std::string> meta = {
@@ -271,8 +276,6 @@ void Trainer::State::save_all(bool epoch_end, const EvalResult* eval) {
     meta["distill"] = d.dump();
     state_meta["distill_teacher"] = teacher->describe().dump();
   }
-  const bool best = epoch_end && eval && eval->count > 0 && eval->top1 > pos.best_top1;
-  if (best) pos.best_top1 = eval->top1;
   if (!comm.is_main()) return;  // every rank holds the same weights: rank 0 writes them
   if (epoch_end) {
     save_checkpoint(dir + "/model.safetensors", *model, meta);
@@ -353,11 +356,11 @@ TrainResult Trainer::fit() {
       if (flagged || at_max) {
         stop = true;
         result.interrupted = s.pos.batch < s.steps_per_epoch || s.pos.epoch + 1 < c.train.epochs;
-        if (s.pos.batch < s.steps_per_epoch) s.save_all(false, nullptr);
+        if (s.pos.batch < s.steps_per_epoch) s.save_all(false, false);
         if (flagged) s.say("stopped at step " + std::to_string(s.pos.step) + "; continue with --resume");
       } else if (c.train.checkpoint_every > 0 && s.pos.step % c.train.checkpoint_every == 0 &&
                  s.pos.batch < s.steps_per_epoch) {
-        s.save_all(false, nullptr);
+        s.save_all(false, false);
       }
     }
     if (s.pos.batch < s.steps_per_epoch) break;  // stopped mid-epoch
@@ -400,9 +403,13 @@ TrainResult Trainer::fit() {
     s.pos.batch = 0;
     s.pos.epoch_loss_sum = 0.0;
     s.pos.epoch_loss_count = 0;
-    s.save_all(true, eval.count > 0 ? &eval : nullptr);
+    const bool best = eval.count > 0 && eval.top1 > s.pos.best_top1;
+    if (best) s.pos.best_top1 = eval.top1;
     record["best_top1"] = std::max(0.0, s.pos.best_top1);
+    // The record before the save: a run killed between the two resumes from the state before
+    // this epoch's end, and MetricsLog::open drops the records past that state's step.
     s.log.log(record);
+    s.save_all(true, best);
     std::string why = s.comm.is_main() ? render_curves(s.log.csv_path(), s.dir + "/curves.png") : "";
     if (!why.empty() && s.pos.epoch == c.train.epochs) s.say("note: no curves.png (" + why + ")");
   }
