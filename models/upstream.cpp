@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/allocation_budget.h"
 #include "core/error.h"
+#include "data/file_io.h"
 #include "models/pth.h"
 #include "models/registry.h"
 
@@ -197,6 +199,7 @@ void join_class_attention_qkv(Lookup& sd, const std::string& label) {
 nlohmann::json parse_spec(const std::string& spec) {
   try {
     if (!spec.empty() && spec.front() == '{') return nlohmann::json::parse(spec);
+    if (std::filesystem::exists(spec)) check_regular_file(spec, "JSON model config");  // a FIFO would block
     std::ifstream in(spec);
     check(bool(in), "--model: '", spec, "' is neither a registered model, a JSON object nor a readable .json file");
     return nlohmann::json::parse(in);
