@@ -74,6 +74,7 @@ TEST_CASE("special files: a FIFO is refused by every reader of user files, namin
     INFO(name);
     const std::string msg = error_without_blocking(fifo, f);
     CHECK(has(msg, fifo + ": not a regular file: it is a FIFO (named pipe)"));
+    CHECK(msg.rfind("BLOCKED", 0) == std::string::npos);  // refused without waiting for a writer
   }
   // Detection by magic bytes must not open it either: false, at once.
   bool pth = true;
