@@ -33,7 +33,6 @@ const char* file_kind(mode_t mode) {
 }
 
 [[noreturn]] void fail_open(const std::string& path, const std::string& what, int err) {
-  if (err == ENOENT) fail(path, ": no such file (expected a ", what, ")");
   fail(path, ": cannot open: ", std::strerror(err), " (expected a ", what, ")");
 }
 
@@ -62,16 +61,15 @@ int open_regular_file(const std::string& path, const std::string& what) {
 }
 
 int64_t file_size(const std::string& path) {
-  std::error_code ec;
-  fs::file_status st = fs::status(path, ec);
-  check(!ec && fs::exists(st), path, ": no such file");
-  check(fs::is_regular_file(st), path, ": not a regular file");
-  uintmax_t n = fs::file_size(path, ec);
-  check(!ec, path, ": cannot read the file size (", ec.message(), ")");
-  return static_cast<int64_t>(n);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    fail(path, errno == ENOENT ? ": no such file" : std::string(": cannot stat (") + std::strerror(errno) + ")");
+  check(S_ISREG(st.st_mode), path, ": not a regular file: it ", file_kind(st.st_mode));
+  return static_cast<int64_t>(st.st_size);
 }
 
 std::vector<uint8_t> read_file(const std::string& path, const std::string& what) {
+  file_size(path);  // "no such file"; stat never blocks
   const int fd = open_regular_file(path, what);
   struct stat st {};
   ::fstat(fd, &st);
@@ -115,7 +113,8 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
 // ---- GzReader ------------------------------------------------------------------
 
 GzReader::GzReader(const std::string& path) : path_(path) {
-  const int fd = open_regular_file(path);  // clear errors for a missing file, a directory or a FIFO
+  file_size(path);                         // "no such file"
+  const int fd = open_regular_file(path);  // a directory or a FIFO: refused unopened
   gzFile gz = gzdopen(fd, "rb");
   if (gz == nullptr) ::close(fd);
   check(gz != nullptr, path, ": cannot open (", std::strerror(errno), ")");

@@ -203,7 +203,7 @@ Tensor CvT::forward_features(const Tensor& images) {
     for (size_t i = 0; i < stages.size(); ++i) {
       side = stages[i]->patch_embed->out_size(side);
       check(side >= attention_min_grid_side(cfg_.attention), "CvT: images ",
-            images.shape(), " are smaller than the model allows: stage ", i, " gets ", side, " tokens per side");
+            images.shape(), " are too small: stage ", i, " gets ", side, " tokens per side (fewer than the model allows)");
     }
   }
   check_trainable_size(images);

@@ -331,7 +331,7 @@ TEST_CASE("hostile headers: JSON, types, dtypes") {
   check_rejected(d, make_file("{\"__metadata__\":[\"k\"]}", ""), "__metadata__ is a JSON array, not an object");
   // Not a file at all.
   CHECK_THROWS_WITH_AS(load_safetensors(d.file("missing.safetensors")),
-                       doctest::Contains("missing.safetensors: no such file"), Error);
+                       doctest::Contains("missing.safetensors: cannot open: No such file or directory"), Error);
   CHECK_THROWS_WITH_AS(load_safetensors(d.str()), doctest::Contains(": not a regular file"), Error);
 }
 
