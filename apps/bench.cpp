@@ -58,8 +58,16 @@ int run_attention(int argc, const char* const* argv) {
     base.batch = cli.get_int("batch");
     shapes.push_back(base);
   }
+  // Every shape is measured before anything is printed: a variant that cannot run is an error
+  // (exit 1, the message naming it and the shape), never a row of the table.
+  std::vector<std::vector<AttentionBenchRow>> results;
   for (const AttentionBenchConfig& c : shapes) {
-    std::vector<AttentionBenchRow> rows = bench_attention(c);
+    results.push_back(bench_attention(c));
+    check_attention_rows(results.back(), c);
+  }
+  for (size_t s = 0; s < shapes.size(); ++s) {
+    const AttentionBenchConfig& c = shapes[s];
+    const std::vector<AttentionBenchRow>& rows = results[s];
     if (cli.is_set("json")) {
       for (auto& r : rows) std::cout << to_json(r, c).dump() << "\n";
       continue;
@@ -70,10 +78,6 @@ int run_attention(int argc, const char* const* argv) {
     std::printf("%-11s %-9s %10s %10s %14s %11s\n", "variant", "order", "forward", "fwd+bwd", "exp() calls",
                 "GEMM GFLOP");
     for (auto& r : rows) {
-      if (!r.error.empty()) {
-        std::printf("%-11s n/a: %s\n", r.variant.c_str(), r.error.c_str());
-        continue;
-      }
       std::printf("%-11s %-9s %10.3f %10.3f %14lld %11.4f\n", r.variant.c_str(), r.order.c_str(), r.forward_ms,
                   r.train_ms, (long long)r.exp_calls, r.gemm_gflop);
     }

@@ -1,6 +1,8 @@
 // Whole-file reads, atomic writes and the gzip-or-raw reader (see file_io.h).
 #include "data/file_io.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -18,20 +20,63 @@ namespace sima {
 
 namespace fs = std::filesystem;
 
-int64_t file_size(const std::string& path) {
-  std::error_code ec;
-  fs::file_status st = fs::status(path, ec);
-  check(!ec && fs::exists(st), path, ": no such file");
-  check(fs::is_regular_file(st), path, ": not a regular file");
-  uintmax_t n = fs::file_size(path, ec);
-  check(!ec, path, ": cannot read the file size (", ec.message(), ")");
-  return static_cast<int64_t>(n);
+namespace {
+
+// "is a directory", "is a FIFO (named pipe)", ... for a mode that is not a regular file.
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "is a directory";
+  if (S_ISFIFO(mode)) return "is a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "is a character device";
+  if (S_ISBLK(mode)) return "is a block device";
+  if (S_ISSOCK(mode)) return "is a socket";
+  return "is a special file";
 }
 
-std::vector<uint8_t> read_file(const std::string& path) {
-  const int64_t n = file_size(path);
-  FILE* f = std::fopen(path.c_str(), "rb");
+[[noreturn]] void fail_open(const std::string& path, const std::string& what, int err) {
+  fail(path, ": cannot open: ", std::strerror(err), " (expected a ", what, ")");
+}
+
+}  // namespace
+
+void check_regular_file(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;  // missing: the caller's own open reports it
+  check(S_ISREG(st.st_mode), path, ": not a regular file: it ", file_kind(st.st_mode), " (expected a ", what, ")");
+}
+
+int open_regular_file(const std::string& path, const std::string& what) {
+  // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail_open(path, what, errno);
+  struct stat st {};
+  const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (!ok) {
+    const int err = errno;
+    ::close(fd);
+    if (st.st_mode == 0) fail(path, ": cannot stat the ", what, " (", std::strerror(err), ")");
+    fail(path, ": not a regular file: it ", file_kind(st.st_mode), " (expected a ", what, ")");
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+int64_t file_size(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    fail(path, errno == ENOENT ? ": no such file" : std::string(": cannot stat (") + std::strerror(errno) + ")");
+  check(S_ISREG(st.st_mode), path, ": not a regular file: it ", file_kind(st.st_mode));
+  return static_cast<int64_t>(st.st_size);
+}
+
+std::vector<uint8_t> read_file(const std::string& path, const std::string& what) {
+  file_size(path);  // "no such file"; stat never blocks
+  const int fd = open_regular_file(path, what);
+  struct stat st {};
+  ::fstat(fd, &st);
+  FILE* f = ::fdopen(fd, "rb");
+  if (f == nullptr) ::close(fd);
   check(f != nullptr, path, ": cannot open (", std::strerror(errno), ")");
+  const int64_t n = st.st_size;
   std::vector<uint8_t> bytes(static_cast<size_t>(n));
   size_t got = n > 0 ? std::fread(bytes.data(), 1, bytes.size(), f) : 0;
   bool err = std::ferror(f);
@@ -68,8 +113,10 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
 // ---- GzReader ------------------------------------------------------------------
 
 GzReader::GzReader(const std::string& path) : path_(path) {
-  file_size(path);  // clear errors for a missing file or a directory
-  gzFile gz = gzopen(path.c_str(), "rb");
+  file_size(path);                         // "no such file"
+  const int fd = open_regular_file(path);  // a directory or a FIFO: refused unopened
+  gzFile gz = gzdopen(fd, "rb");
+  if (gz == nullptr) ::close(fd);
   check(gz != nullptr, path, ": cannot open (", std::strerror(errno), ")");
   gzbuffer(gz, 1 << 17);
   gz_ = gz;

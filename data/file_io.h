@@ -15,8 +15,21 @@ namespace sima {
 // Size in bytes of the regular file at `path`; sima::Error if it is missing or not a file.
 int64_t file_size(const std::string& path);
 
-// The whole file, as stored (no decompression).
-std::vector<uint8_t> read_file(const std::string& path);
+// Every user-given path opened for reading goes through one of these two, so a FIFO, a
+// directory or a device is refused with a message naming it instead of blocking forever in
+// open() (a FIFO with no writer) or failing later as "not valid JSON" (a directory):
+//   "runs/x: not a regular file: it is a directory (expected a JSON config file)"
+// `what` names the expected file ("config file", "checkpoint", "image", ...).
+//
+// stat() (which never blocks) and the checks, for readers that open the path themselves (a
+// path that does not exist passes: their open reports it).
+void check_regular_file(const std::string& path, const std::string& what = "file");
+// open(O_RDONLY | O_NONBLOCK), fstat, the checks, then blocking mode back on: the descriptor
+// of a regular file, for the caller to close.
+int open_regular_file(const std::string& path, const std::string& what = "file");
+
+// The whole file, as stored (no decompression); `what` as for open_regular_file.
+std::vector<uint8_t> read_file(const std::string& path, const std::string& what = "file");
 
 // Writes `size` bytes to `path` through a temporary file (core/durable_file.h) that is flushed,
 // fsync'ed and renamed over it, so a failed write, a full disk or a process killed at any moment

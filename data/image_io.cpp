@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/memory_limit.h"
 #include "data/file_io.h"
 
 // stb_image, restricted to the formats we promise; its failure reason is thread-local
@@ -121,6 +122,35 @@ void check_jpeg_huffman_tables(const uint8_t* b, size_t size, const std::string&
   }
 }
 
+// A few hundred bytes of PNG whose IHDR claims 8000 x 8000 pixels made stb allocate and
+// inflate the whole image before finding the data short (10 GB, two minutes with the float
+// copy). Deflate (RFC 1951) codes at most 258 bytes per length/distance pair, and each pair
+// takes at least 2 bits, so a stream of T bytes inflates to at most 1032 · T bytes: the
+// IDAT chunks must hold at least W · H · bits_per_pixel / 8 / 1032 bytes (the filter bytes
+// and Adam7's padding only add to the pixel bytes). Colour types (PNG spec 11.2.2):
+// 0 grey, 2 RGB, 3 palette, 4 grey + alpha, 6 RGBA.
+// Called after check_png_chunks (every chunk lies inside the file).
+void check_png_compression(const uint8_t* b, size_t size, const std::string& name) {
+  if (size < 8 + 8 + 13 || b[1] != 'P' || std::string(reinterpret_cast<const char*>(b + 12), 4) != "IHDR") return;
+  uint64_t idat_bytes = 0;
+  for (size_t at = 8; at + 8 <= size;) {
+    const uint64_t len = uint64_t(b[at]) << 24 | uint64_t(b[at + 1]) << 16 | uint64_t(b[at + 2]) << 8 | b[at + 3];
+    const std::string type(reinterpret_cast<const char*>(b + at + 4), 4);
+    if (type == "IEND") break;
+    if (type == "IDAT") idat_bytes += len;
+    at += size_t(len) + 12;
+  }
+  const double w = double(uint32_t(b[16]) << 24 | uint32_t(b[17]) << 16 | uint32_t(b[18]) << 8 | b[19]);
+  const double h = double(uint32_t(b[20]) << 24 | uint32_t(b[21]) << 16 | uint32_t(b[22]) << 8 | b[23]);
+  static const int kSamples[7] = {1, 0, 3, 1, 2, 0, 4};  // by colour type; 0: invalid (stb refuses)
+  const int depth = b[24], colour = b[25];
+  const int samples = colour <= 6 ? kSamples[colour] : 0;
+  const double pixel_bytes = w * h * double(depth * samples) / 8.0;
+  check(pixel_bytes <= 1032.0 * double(idat_bytes) + 1032.0, "read_image: ", name, ": truncated or corrupt PNG (",
+        uint64_t(w), "x", uint64_t(h), " pixels of ", depth * samples, " bits need at least ",
+        uint64_t(pixel_bytes / 1032.0), " bytes of compressed data, the IDAT chunks hold ", idat_bytes, ")");
+}
+
 // stb_image reallocates its buffer for a PNG IDAT chunk to the length the chunk claims before
 // reading it: a 57-byte file claiming a 1.4 GB chunk made it allocate 1.4 GB (fuzz finding,
 // tests/fuzz/regressions/image). Every chunk up to IEND must lie inside the file.
@@ -161,6 +191,8 @@ std::vector<uint8_t> without_chunks(const uint8_t* b, size_t size, const std::ve
 
 }  // namespace
 
+int64_t image_pixel_limit() { return std::min(kMaxImagePixels, memory_limit_bytes() / kImageBytesPerPixel); }
+
 Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::string& name) {
   check(channels == 0 || channels == 1 || channels == 3, "read_image: ", name, ": channels must be 0 (as stored), ",
         "1 (grey) or 3 (RGB), got ", channels);
@@ -178,8 +210,12 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
   int w = 0, h = 0, stored = 0;
   if (!stbi_info_from_memory(bytes, len, &w, &h, &stored))
     fail("read_image: ", name, ": cannot decode (", stbi_failure_reason(), ")");
-  check(w > 0 && h > 0 && int64_t(w) * h <= kMaxImagePixels, "read_image: ", name, ": image size ", w, "x", h,
-        " exceeds the limit of ", kMaxImagePixels, " pixels");
+  const int64_t limit = image_pixel_limit();
+  check(w > 0 && h > 0 && int64_t(w) * h <= limit, "read_image: ", name, ": image size ", w, "x", h,
+        " exceeds the limit of ", limit, " pixels (", int64_t(w) * h, " pixels; the limit is the smaller of ", kMaxImagePixels,
+        " and the memory limit ", memory_limit_description(), " / ", kImageBytesPerPixel, " bytes per pixel)");
+
+  check_png_compression(bytes, size, name);
 
   // stb decodes a JPEG whose entropy-coded data ends early as if zeros followed, so 672 bytes
   // claiming 1280 x 32809 pixels decoded (slowly) into 500 MB of floats (fuzz finding,
@@ -218,7 +254,7 @@ Image read_image(const std::string& path, int channels) {
         "1 (grey) or 3 (RGB), got ", channels);
   std::vector<uint8_t> bytes;
   try {
-    bytes = read_file(path);
+    bytes = read_file(path, "image");
   } catch (const Error& e) {
     fail("read_image: ", e.what());
   }

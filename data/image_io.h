@@ -22,6 +22,14 @@ namespace sima {
 // Refuse images with more pixels than this before allocating: a few header bytes can claim
 // any size (a 64 Mpixel RGB image is already 768 MB of floats).
 constexpr int64_t kMaxImagePixels = int64_t(1) << 26;
+// The memory one decoded pixel may cost: stb's buffer (up to 4 samples of 16 bits), the float
+// Image (up to 4 · 4 bytes) and the copies a transform makes of it, generously.
+constexpr int64_t kImageBytesPerPixel = 64;
+// The largest pixel count decode_image accepts, checked on the header before decoding:
+// min(kMaxImagePixels, memory_limit_bytes() / kImageBytesPerPixel) (SIMA_MEMORY_LIMIT,
+// core/memory_limit.h). A PNG must also hold enough compressed data for the pixels its
+// header claims (deflate inflates at most 1032:1), and a JPEG W·H / 512 bytes.
+int64_t image_pixel_limit();
 
 // Decodes an image held in memory; `name` is used in error messages.
 Image decode_image(const uint8_t* bytes, size_t size, int channels = 0, const std::string& name = "<memory>");

@@ -1,5 +1,6 @@
 #include "models/checkpoint.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/allocation_budget.h"
@@ -28,6 +29,40 @@ void save_checkpoint(const std::string& path, const Model& model,
   save_safetensors(path, tensors, meta);
 }
 
+namespace {
+
+// Every value of `j[key]` (a list of numbers, when present) finite, and > 0 for a std.
+void check_normalization(const nlohmann::json& j, const std::string& key, const std::string& where,
+                         const std::string& path) {
+  if (!j.is_object() || !j.contains(key)) return;
+  const nlohmann::json& v = j[key];
+  check(v.is_array() && !v.empty(), path, ": metadata ", where, ".", key, " is not a non-empty list of numbers");
+  for (size_t i = 0; i < v.size(); ++i) {
+    const bool ok = v[i].is_number() && std::isfinite(v[i].get<double>()) && (key != "std" || v[i].get<double>() > 0);
+    check(ok, path, ": metadata ", where, ".", key, "[", i, "] = ", v[i].dump(), " is not ",
+          key == "std" ? "a positive finite number (the input is divided by it)" : "a finite number");
+  }
+}
+
+}  // namespace
+
+void validate_checkpoint_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
+  if (auto it = meta.find("format"); it != meta.end() && it->second != kFormat) {
+    check(it->second != "sima.cpp/train_state/1", path, ": this is a training state (format ", it->second,
+          ": model, optimizer and RNG state for sima-train --resume), not a model checkpoint; pass the "
+          "model.safetensors written beside it in the same run folder");
+    fail(path, ": format '", it->second, "' is not a sima.cpp model checkpoint (", kFormat, ")");
+  }
+  for (const char* key : {"normalization", "config"}) {
+    auto it = meta.find(key);
+    if (it == meta.end()) continue;
+    const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) continue;  // the readers report invalid JSON, naming the key
+    check_normalization(j, "mean", key, path);
+    check_normalization(j, "std", key, path);
+  }
+}
+
 void load_weights(Model& model, const std::string& path) {
   SafetensorsFile f = load_safetensors(path);
   check_finite_weights(f.tensors, path, /*saving=*/false);
@@ -42,6 +77,7 @@ void load_weights(Model& model, const std::string& path) {
 
 std::shared_ptr<Model> load_checkpoint(const std::string& path) {
   SafetensorsFile f = load_safetensors(path);
+  validate_checkpoint_metadata(f.metadata, path);
   check_finite_weights(f.tensors, path, /*saving=*/false);
   auto it = f.metadata.find("config");
   check(it != f.metadata.end(), path, ": no model config in the metadata (not a sima.cpp model checkpoint?)");

@@ -30,6 +30,12 @@ void save_checkpoint(const std::string& path, const Model& model,
 // every mismatch reported in one error naming the file).
 std::shared_ptr<Model> load_checkpoint(const std::string& path);
 
+// Checks a model checkpoint's metadata before anything is built from it, naming the file and
+// the key: a train state (format sima.cpp/train_state/1) is refused with what to pass instead,
+// and the input normalisation (metadata "normalization" and the config's mean / std) must be
+// finite numbers with every std > 0 (the input is divided by it).
+void validate_checkpoint_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
+
 // Loads the file's tensors into an existing model (same checks).
 void load_weights(Model& model, const std::string& path);
 

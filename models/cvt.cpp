@@ -1,5 +1,7 @@
 #include "models/cvt.h"
 
+#include <algorithm>
+#include <climits>
 #include <string>
 
 #include "core/error.h"
@@ -169,6 +171,30 @@ CvT::CvT(const ModelConfig& cfg) : Model(cfg, "CvT") {
   }
 }
 
+// Values per channel the smallest BatchNorm of a forward sees for an H x W input: the k, v conv
+// projections of the stages (stride_kv), B · ceil(H_i / s) · ceil(W_i / s).
+int64_t CvT::smallest_batchnorm_values(int64_t B, int64_t H, int64_t W) const {
+  int64_t smallest = INT64_MAX;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    H = stages[i]->patch_embed->out_size(H), W = stages[i]->patch_embed->out_size(W);
+    const int64_t s = cvt_kv_stride(cfg_.attention.variant, cfg_.stage_stride_kv[i]);
+    smallest = std::min(smallest, B * ((H + s - 1) / s) * ((W + s - 1) / s));
+  }
+  return smallest;
+}
+
+// Training: BatchNorm needs more than one value per channel (batch statistics), so a batch of
+// one tiny image fails; say so at the entry, with the smallest square image that trains.
+void CvT::check_trainable_size(const Tensor& images) const {
+  const int64_t B = images.size(0), H = images.size(2), W = images.size(3);
+  if (!is_training() || smallest_batchnorm_values(B, H, W) > 1) return;
+  int64_t min_side = 1;
+  while (min_side < (int64_t(1) << 16) && smallest_batchnorm_values(B, min_side, min_side) <= 1) ++min_side;
+  fail("CvT: images ", images.shape(), " are smaller than the model allows for training with batch ", B,
+       ": the last stage's BatchNorm (conv_proj_k/v, stride_kv) would see one value per channel; the smallest is ",
+       min_side, "x", min_side, " (or a batch of at least 2)");
+}
+
 Tensor CvT::forward_features(const Tensor& images) {
   check(images.dim() == 4 && images.size(1) == cfg_.in_chans, "CvT: images ", images.shape(),
         " must be (B, ", cfg_.in_chans, ", H, W)");
@@ -177,9 +203,10 @@ Tensor CvT::forward_features(const Tensor& images) {
     for (size_t i = 0; i < stages.size(); ++i) {
       side = stages[i]->patch_embed->out_size(side);
       check(side >= attention_min_grid_side(cfg_.attention), "CvT: images ",
-            images.shape(), " are too small: stage ", i, " gets ", side, " tokens per side");
+            images.shape(), " are too small: stage ", i, " gets ", side, " tokens per side (fewer than the model allows)");
     }
   }
+  check_trainable_size(images);
   Tensor x = images, cls;
   for (auto& stage : stages) x = stage->forward(x, &cls);
   return reshape(norm->forward(cls), {images.size(0), cls.size(2)});  // (B, C)

@@ -87,6 +87,10 @@ class CvT : public Model {
   std::vector<std::shared_ptr<CvtStage>> stages;  // children stage0, stage1, ...
   std::shared_ptr<LayerNorm> norm;
   std::shared_ptr<Linear> head;  // null when num_classes == 0
+
+ private:
+  int64_t smallest_batchnorm_values(int64_t B, int64_t H, int64_t W) const;
+  void check_trainable_size(const Tensor& images) const;
 };
 
 // Checks cfg's CvT fields (sima::Error naming the field and the allowed values) and returns

@@ -3,6 +3,7 @@
 
 #include <bit>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -119,6 +120,8 @@ bool is_pth_path(const std::string& path) {
     const size_t n = std::strlen(ext);
     if (path.size() > n && path.compare(path.size() - n, n, ext) == 0) return true;
   }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;  // never open a FIFO here (it would block)
   std::ifstream in(path, std::ios::binary);
   char magic[4] = {};
   return in.read(magic, 4) && looks_like_zip(std::string(magic, 4));

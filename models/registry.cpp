@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "models/budget.h"
 #include "models/cvt.h"
 #include "models/deit.h"
 #include "models/xcit.h"
@@ -144,6 +145,7 @@ json config_to_json(const ModelConfig& c) {
 }
 
 std::shared_ptr<Model> create_model(const ModelConfig& cfg) {
+  check_model_budget(cfg);  // before any tensor: a config claiming a huge model fails here (models/budget.h)
   if (cfg.arch == "deit") return std::make_shared<DeiT>(cfg);
   if (cfg.arch == "xcit") return std::make_shared<XCiT>(cfg);
   if (cfg.arch == "cvt") return std::make_shared<CvT>(cfg);

@@ -18,6 +18,7 @@
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "core/utf8.h"
+#include "data/file_io.h"
 
 namespace sima {
 
@@ -261,8 +262,7 @@ Header read_header(const std::string& path, int fd, uint64_t file_size) {
 
 // Opens `path` for reading and returns its size; throws naming the path and the OS error.
 uint64_t open_for_reading(const std::string& path, FdCloser& f) {
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  check(f.fd >= 0, path, ": cannot open: ", os_error(errno));
+  f.fd = open_regular_file(path, "safetensors file");  // a FIFO or a directory is refused unopened
   struct stat st {};
   check(::fstat(f.fd, &st) == 0, path, ": cannot stat: ", os_error(errno));
   check(S_ISREG(st.st_mode), path, ": not a regular file");

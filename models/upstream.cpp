@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 
 #include "core/allocation_budget.h"
 #include "core/error.h"
+#include "data/file_io.h"
 #include "models/pth.h"
 #include "models/registry.h"
 
@@ -198,6 +200,7 @@ void join_class_attention_qkv(Lookup& sd, const std::string& label) {
 // The JSON object or file of --model, strictly (a key given twice is an error: core/json_schema.h).
 nlohmann::json parse_spec(const std::string& spec) {
   if (!spec.empty() && spec.front() == '{') return parse_json_strict(spec, "--model");
+  if (std::filesystem::exists(spec)) check_regular_file(spec, "JSON model config");  // a FIFO would block
   std::ifstream in(spec, std::ios::binary);
   check(bool(in), "--model: '", spec, "' is neither a registered model, a JSON object nor a readable .json file");
   std::stringstream text;

@@ -105,6 +105,15 @@ XCiT::XCiT(const ModelConfig& cfg) : Model(cfg, "XCiT") {
 }
 
 Tensor XCiT::forward_features(const Tensor& images) {
+  // Training: the BatchNorms of the patch embedding and of LPI need more than one value per
+  // channel; their smallest input is the B x ceil(H/p) x ceil(W/p) token grid.
+  if (is_training() && images.dim() == 4) {
+    const int64_t p = cfg_.patch_size, B = images.size(0);
+    check(B * ((images.size(2) + p - 1) / p) * ((images.size(3) + p - 1) / p) > 1, "XCiT: images ", images.shape(),
+          " are smaller than the model allows for training with batch ", B, ": a ", p, "x", p,
+          "-patch grid of one token leaves its BatchNorms one value per channel; the smallest is ", p + 1, "x", p + 1,
+          " (or a batch of at least 2)");
+  }
   int64_t Hp = 0, Wp = 0;
   Tensor x = patch_embed->forward(images, Hp, Wp);  // (B, N, D)
   const int64_t B = x.size(0), D = x.size(2);

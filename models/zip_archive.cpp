@@ -1,14 +1,18 @@
 // Zip reader for torch.save archives; the format and the checks are described in zip_archive.h.
 #include "models/zip_archive.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "data/file_io.h"
 
 namespace sima {
 
@@ -25,12 +29,20 @@ uint32_t u32(const std::string& b, size_t at) { return uint32_t(u16(b, at)) | ui
 }  // namespace
 
 std::string read_file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(bool(in), path, ": cannot open for reading");
-  std::ostringstream os;
-  os << in.rdbuf();
-  check(!in.bad(), path, ": read error");
-  return os.str();
+  const int fd = open_regular_file(path, "checkpoint");  // a FIFO or a directory is refused unopened
+  struct stat st {};
+  const bool stat_ok = ::fstat(fd, &st) == 0;
+  std::string out(stat_ok ? size_t(st.st_size) : 0, '\0');
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += size_t(n);
+  }
+  ::close(fd);
+  check(stat_ok && done == out.size(), path, ": read error (", done, " of ", out.size(), " bytes read)");
+  return out;
 }
 
 bool looks_like_zip(const std::string& b) { return b.size() >= 4 && u32(b, 0) == kLocalSig; }

@@ -105,6 +105,16 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg) 
   return rows;
 }
 
+void check_attention_rows(const std::vector<AttentionBenchRow>& rows, const AttentionBenchConfig& cfg) {
+  std::string errors;
+  for (const AttentionBenchRow& r : rows)
+    if (!r.error.empty())
+      errors += std::string(errors.empty() ? "" : "; ") + "variant '" + r.variant + "'" +
+                (r.order.empty() ? "" : " (order " + r.order + ")") + " cannot run: " + r.error;
+  check(errors.empty(), "attention bench: B=", cfg.batch, " N=", cfg.tokens, " C=", cfg.dim, " heads=", cfg.heads,
+        ": ", errors);
+}
+
 std::vector<std::string> attention_preset_names() { return {"table3", "fig1_tokens", "fig1_dim"}; }
 
 std::vector<AttentionBenchConfig> attention_preset(const std::string& name, const AttentionBenchConfig& base) {

@@ -41,6 +41,11 @@ struct AttentionBenchRow {
   std::string error;        // when the variant cannot run at this shape
 };
 
+// sima::Error naming every row with an error and the shape, e.g.
+//   "attention bench: B=1 N=18 C=32 heads=4: variant 'soft' cannot run: <why>";
+// sima-bench calls it before printing, so a failure is never a row of its table.
+void check_attention_rows(const std::vector<AttentionBenchRow>& rows, const AttentionBenchConfig& cfg);
+
 // The paper's shapes (SimA, Table 3 and Figure 1), each a list of configs built on `base`
 // (its variants and timing kept). SimA runs with the order the paper pins for the shape
 // and with auto (and both orders in the Figure 1 sweeps, where the crossover is the point):

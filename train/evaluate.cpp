@@ -282,6 +282,7 @@ std::vector<Prediction> predict_images(Model& model, const std::vector<std::stri
 
 CheckpointEvalInfo read_checkpoint_eval_info(const std::string& path) {
   const std::map<std::string, std::string> meta = read_safetensors_metadata(path);
+  validate_checkpoint_metadata(meta, path);  // a train state, a std of 0: named before use
   auto parse = [&](const std::string& key) {
     try {
       return nlohmann::json::parse(meta.at(key));

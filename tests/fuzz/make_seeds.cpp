@@ -90,6 +90,28 @@ int main(int argc, char** argv) {
       put(corpus / "image" / (std::string(name) + n), b);
     }
   }
+  // Headers claiming 8000 x 8000 pixels over the few bytes of data of the 5 x 7 seeds: refused
+  // from the header (the PNG's compressed data, the JPEG's coded bytes, the BMP's pixel array),
+  // never decoded at the claimed size.
+  {
+    Bytes png = slurp(corpus / "image" / "png8_c3"), jpeg = slurp(corpus / "image" / "jpeg_c3"),
+          bmp = slurp(corpus / "image" / "bmp_c3");
+    auto set_be32 = [](Bytes& b, size_t at, uint32_t v) {
+      for (int k = 0; k < 4; ++k) b[at + k] = uint8_t(v >> (24 - 8 * k));
+    };
+    set_be32(png, 1 + 16, 8000), set_be32(png, 1 + 20, 8000);  // IHDR width, height; then its CRC
+    set_be32(png, 1 + 29, uint32_t(crc32(crc32(0, nullptr, 0), png.data() + 1 + 12, 17)));
+    put(corpus / "image" / "png_claims_8000x8000", png);
+    for (size_t i = 1; i + 8 < jpeg.size(); ++i)
+      if (jpeg[i] == 0xFF && jpeg[i + 1] == 0xC0) {  // SOF0: length, precision, height, width
+        jpeg[i + 5] = 8000 >> 8, jpeg[i + 6] = 8000 & 255, jpeg[i + 7] = 8000 >> 8, jpeg[i + 8] = 8000 & 255;
+        break;
+      }
+    put(corpus / "image" / "jpeg_claims_8000x8000", jpeg);
+    for (size_t at : {size_t(1 + 18), size_t(1 + 22)})  // BITMAPINFOHEADER width, height (little-endian)
+      bmp[at] = 8000 & 255, bmp[at + 1] = 8000 >> 8, bmp[at + 2] = 0, bmp[at + 3] = 0;
+    put(corpus / "image" / "bmp_claims_8000x8000", bmp);
+  }
 
   // ---- safetensors: two tensors + metadata; F16 and BF16 entries by hand.
   {

@@ -170,11 +170,18 @@ TEST_CASE("checkpoints: a file from another model or without a config is a clear
   // A valid config of a model far larger than the file (fuzz finding, tests/fuzz/regressions/
   // checkpoint): create_model allocated what it said (here 4 x 40 GB Linear weights) before
   // the tensors were compared; now the file's size bounds the model built from it.
+  // (embed_dim 2000: 48 M parameters, under the memory limit that models/budget.h checks first.)
   save_safetensors(path, {{"w", zeros({2})}},
-                   {{"config", R"({"arch": "deit", "embed_dim": 100000, "num_heads": 1, "depth": 1, "img_size": 8,)"
+                   {{"config", R"({"arch": "deit", "embed_dim": 2000, "num_heads": 1, "depth": 1, "img_size": 8,)"
                                R"( "patch_size": 4, "in_chans": 1, "mean": [0.5], "std": [0.5]})"}});
   const std::string too_large = path + ": the model config describes a larger model than the file's 2 values "
                                       "(its tensors need more than 1048592 bytes)";
   CHECK_THROWS_WITH_AS(load_checkpoint(path), doctest::Contains(too_large.c_str()), Error);
+  // Past the memory limit, the config alone is refused (models/budget.h), naming its size keys.
+  save_safetensors(path, {{"w", zeros({2})}},
+                   {{"config", R"({"arch": "deit", "embed_dim": 100000, "num_heads": 1, "depth": 1, "img_size": 8,)"
+                               R"( "patch_size": 4, "in_chans": 1, "mean": [0.5], "std": [0.5]})"}});
+  CHECK_THROWS_WITH_AS(load_checkpoint(path), doctest::Contains((path + ": model config (deit): embed_dim 100000").c_str()),
+                       Error);
   std::filesystem::remove(path);
 }
