@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "core/memory_limit.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 
 // stb_image, restricted to the formats we promise; its failure reason is thread-local
 // (STBI_THREAD_LOCAL), so loader threads may decode concurrently.

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "models/zip_writer.h"
 
 namespace sima {

@@ -18,7 +18,7 @@
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "core/utf8.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 
 namespace sima {
 

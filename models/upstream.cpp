@@ -11,7 +11,7 @@
 
 #include "core/allocation_budget.h"
 #include "core/error.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "models/pth.h"
 #include "models/registry.h"
 

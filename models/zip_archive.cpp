@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 
 namespace sima {
 

@@ -6,7 +6,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "models/registry.h"
 #include "train/config.h"
 
@@ -179,7 +179,7 @@ ExperimentConfig experiment_from_json(const json& j, const std::string& source) 
 }
 
 json read_json_file(const std::string& path) {
-  check_regular_file(path, "JSON config file");  // a directory or a FIFO: named, never opened (data/file_io.h)
+  check_regular_file(path, "JSON config file");  // a directory or a FIFO: named, never opened (core/file_io.h)
   std::ifstream in(path, std::ios::binary);
   check(in.good(), path, ": cannot open the config file");
   std::stringstream ss;

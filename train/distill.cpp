@@ -11,7 +11,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "models/checkpoint.h"
 #include "models/safetensors.h"
 

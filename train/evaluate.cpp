@@ -23,6 +23,7 @@
 #include "models/upstream.h"
 #include "models/safetensors.h"
 #include "train/data_spec.h"
+#include "train/ranking.h"
 #include "train/transforms.h"
 
 namespace sima {
@@ -31,22 +32,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Logits in the order evaluation ranks them: a NaN counts as -inf (below every number,
-// tied with -inf), so a row always has a first maximum and every count below agrees.
-float rank_value(float v) { return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v; }
-
-// The rank of class `label` in a row of logits when sorted by decreasing value (rank_value),
-// ties broken by lower class index first, so rank 0 is exactly argmax_row's class.
-int64_t rank_of(const float* row, int64_t C, int64_t label) {
-  const float v = rank_value(row[label]);
-  int64_t rank = 0;
-  for (int64_t j = 0; j < C; ++j) {
-    const float u = rank_value(row[j]);
-    rank += u > v || (u == v && j < label);
-  }
-  return rank;
-}
 
 // The first index of the largest logit (rank_value order: NaN below every number).
 int64_t argmax_row(const float* row, int64_t C) {

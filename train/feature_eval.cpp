@@ -20,6 +20,7 @@
 #include "data/loader.h"
 #include "nn/init.h"
 #include "train/optim.h"
+#include "train/ranking.h"
 #include "train/schedule.h"
 
 namespace sima {
@@ -92,17 +93,6 @@ void check_feature_pair(const Tensor& train_x, const std::vector<int64_t>& train
         train_x.size(0), " rows");
   check(int64_t(test_labels.size()) == test_x.size(0), who, ": ", test_labels.size(), " test labels for ",
         test_x.size(0), " rows");
-}
-
-// The rank of class y when the scores are sorted decreasingly, ties by lower class index
-// first (rank 0 = the argmax torch.argmax returns). A NaN score of y ranks last.
-template <class T>
-int64_t rank_of(const T* score, int64_t C, int64_t y) {
-  const T v = score[y];
-  if (std::isnan(v)) return C;
-  int64_t rank = 0;
-  for (int64_t c = 0; c < C; ++c) rank += score[c] > v || (score[c] == v && c < y);
-  return rank;
 }
 
 // ---- k-NN search ----------------------------------------------------------------------

@@ -210,7 +210,7 @@ nlohmann::json make_heatmaps(Model& model, const ModelConfig& input, const std::
     fail(path, ": ", e.what());
   }
   const InputGeometry g =
-      eval_geometry(img.height, img.width, input.img_size, opt.crop_pct, eval_uses_pil(img, EvalResize::Auto));
+      eval_geometry(img.height, img.width, input.img_size, opt.crop_pct, eval_uses_pil(img, EvalResize::Auto, input.img_size));
 
   nlohmann::json j = {{"path", path},
                       {"name", name},

@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 
 namespace sima {
 

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/rng.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "data/loader.h"
 #include "data/mixup.h"
 #include "models/checkpoint.h"

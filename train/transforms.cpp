@@ -118,7 +118,7 @@ const char* eval_resize_name(EvalResize resize) {
   return resize == EvalResize::Pil ? "pil" : resize == EvalResize::Float ? "float" : "auto";
 }
 
-bool eval_uses_pil(const Image& img, EvalResize resize) {
+bool eval_uses_pil(const Image& img, EvalResize resize, int64_t size) {
   if (resize == EvalResize::Float) return false;
   const bool l_or_rgb = img.channels == 1 || img.channels == 3;
   if (resize == EvalResize::Pil) {
@@ -128,6 +128,10 @@ bool eval_uses_pil(const Image& img, EvalResize resize) {
           "16-bit PNG); --resize float (or auto) resizes it in float");
     return true;
   }
+  // Auto: an image already size × size passes through untouched, as on the float path (timm
+  // would resize it by 1/crop_pct and crop it back: a 28-pixel Fashion-MNIST digit would lose
+  // its border at the default crop_pct 0.875).
+  if (img.height == size && img.width == size) return false;
   return l_or_rgb && pil::is_8bit(img);
 }
 
@@ -142,7 +146,7 @@ Transform eval_transform(const ModelConfig& model, double crop_pct, EvalResize r
   std::vector<Transform> ts;
   const Transform float_resize = resize_unless_square(size, scale_size);
   ts.push_back([size, scale_size, resize, float_resize](Image img, Generator& g) {
-    if (eval_uses_pil(img, resize)) {
+    if (eval_uses_pil(img, resize, size)) {
       pil::Image8 u = pil::resize_shorter(pil::to_uint8(img), scale_size, pil::Resample::Bicubic);
       return pil::from_uint8(pil::center_crop(u, size, size));  // ToTensor: v / 255 in float
     }

@@ -46,12 +46,15 @@ Transform train_transform(const ModelConfig& model, const AugmentOptions& augmen
 //   Float  the float path (data/functional.h resize_shorter: F.interpolate bicubic, a = −0.75,
 //          no antialiasing, no 8-bit rounding); images already img_size × img_size pass through.
 //   Auto   (default) Pil for 8-bit 1- and 3-channel images (decoded JPEG/PNG/BMP, IDX, CIFAR),
-//          Float for the rest (16-bit PNGs, images already transformed in float).
+//          Float for the rest (16-bit PNGs, images already transformed in float); an image
+//          already img_size × img_size passes through untouched for any crop_pct (a deliberate
+//          difference from timm, which would resize it by 1/crop_pct and crop it back).
 enum class EvalResize { Auto, Pil, Float };
 EvalResize parse_eval_resize(const std::string& name);  // "auto" | "pil" | "float", else sima::Error
 const char* eval_resize_name(EvalResize resize);
-// Whether eval_transform(..., resize) takes the Pil path for this image (geometry: heatmaps).
-bool eval_uses_pil(const Image& img, EvalResize resize);
+// Whether eval_transform(..., resize) takes the Pil path for this image at input size `size`
+// (geometry: heatmaps).
+bool eval_uses_pil(const Image& img, EvalResize resize, int64_t size);
 Transform eval_transform(const ModelConfig& model, double crop_pct = 0.875, EvalResize resize = EvalResize::Auto);
 // timm's default for a model input size: 0.875 from 100 pixels up, 1.0 below (small images
 // such as Fashion-MNIST or CIFAR are evaluated whole, as their training code does).

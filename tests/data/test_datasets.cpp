@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "data/cifar.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
 #include "data/image_io.h"

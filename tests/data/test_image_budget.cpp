@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "core/memory_limit.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "data/image_io.h"
 #include "temp_dir.h"
 #include "testing.h"

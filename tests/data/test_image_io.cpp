@@ -4,7 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "data/image_io.h"
 #include "temp_dir.h"
 #include "testing.h"

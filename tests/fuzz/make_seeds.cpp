@@ -10,7 +10,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "data/image_io.h"
 #include "models/checkpoint.h"
 #include "models/registry.h"

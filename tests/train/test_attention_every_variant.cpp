@@ -40,7 +40,7 @@ std::vector<Arch> archs(const std::string& variant) {
         {"num_classes", 5}, {"attention", attention}},
        {2, 3, 16, 16}},
       {"xcit",
-       {{"arch", "xcit"}, {"patch_embed", "conv_stem"}, {"img_size", 32}, {"patch_size", 8}, {"embed_dim", 16},
+       {{"arch", "xcit"}, {"img_size", 32}, {"patch_size", 8}, {"embed_dim", 16},
         {"depth", 1}, {"num_heads", 2}, {"cls_attn_layers", 1}, {"num_classes", 5}, {"attention", attention}},
        {2, 3, 32, 32}},
       {"cvt",

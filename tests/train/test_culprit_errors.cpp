@@ -15,7 +15,7 @@
 
 #include "app_testing.h"
 #include "core/error.h"
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "data/image_io.h"
 #include "data/temp_dir.h"
 #include "models/checkpoint.h"

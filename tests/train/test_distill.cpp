@@ -14,7 +14,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "data/file_io.h"
+#include "core/file_io.h"
 #include "data/loader.h"
 #include "data/mixup.h"
 #include "data/temp_dir.h"

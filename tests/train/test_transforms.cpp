@@ -80,10 +80,10 @@ TEST_CASE("default_crop_pct: 0.875 from 100 pixels up, 1.0 below") {
 TEST_CASE("eval_transform: a 28×28 grey image for a grey 28 model is normalised only") {
   Image img(1, 28, 28);
   for (int64_t i = 0; i < img.numel(); ++i) img.data[size_t(i)] = float(i % 256) / 255.f;
-  // Already img_size × img_size: no resize, no crop (crop_pct 1 on either path; the float path
-  // passes such images through for any crop_pct).
+  // Already img_size × img_size: no resize, no crop (crop_pct 1 on every path; auto and the
+  // float path pass such images through for any crop_pct, only an explicit pil resizes them).
   for (auto [crop_pct, resize] : {std::pair{1.0, EvalResize::Auto}, {1.0, EvalResize::Pil}, {1.0, EvalResize::Float},
-                                  {0.875, EvalResize::Float}}) {
+                                  {0.875, EvalResize::Float}, {0.875, EvalResize::Auto}}) {
     CAPTURE(crop_pct);
     CAPTURE(eval_resize_name(resize));
     const Image out = run(eval_transform(grey28(), crop_pct, resize), img);
@@ -98,14 +98,13 @@ TEST_CASE("eval_transform: a 28×28 grey image for a grey 28 model is normalised
   }
 }
 
-TEST_CASE("eval_transform: the PIL path resizes an 8-bit img_size × img_size image as timm does (crop_pct < 1)") {
+TEST_CASE("eval_transform: an explicit pil resizes an 8-bit img_size × img_size image as timm does (crop_pct < 1)") {
   Image img(1, 28, 28);
   for (int64_t i = 0; i < img.numel(); ++i) img.data[size_t(i)] = float(i % 256) / 255.f;
   // timm: Resize(floor(28 / 0.875) = 32) then CenterCrop(28) at offset 2, even for a 28 × 28 image.
   const Image8 resized = pil::resize_shorter(pil::to_uint8(img), 32, pil::Resample::Bicubic);
   const Image8 expected8 = pil::center_crop(resized, 28, 28);
   const Image expected = normalized(pil::from_uint8(expected8), {0.2860f}, {0.3530f});
-  check_same_image(run(eval_transform(grey28(), 0.875), img), expected);
   check_same_image(run(eval_transform(grey28(), 0.875, EvalResize::Pil), img), expected);
 }
 

@@ -1,5 +1,5 @@
 // Whole-file reads, atomic writes and the gzip-or-raw reader (see file_io.h).
-#include "data/file_io.h"
+#include "core/file_io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
