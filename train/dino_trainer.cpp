@@ -12,6 +12,7 @@
 #include "core/file_io.h"
 #include "data/loader.h"
 #include "data/multicrop.h"
+#include "models/budget.h"
 #include "models/checkpoint.h"
 #include "models/registry.h"
 #include "train/curves.h"
@@ -165,6 +166,7 @@ void DinoTrainer::State::setup() {
 
   // Networks, seeded. The feature width comes from the backbone itself (CvT: the last stage).
   manual_seed(uint64_t(c.train.seed));
+  check_model_budget(c.model, c.data.batch_size);  // the run's batch, before any tensor (models/budget.h)
   std::shared_ptr<Model> backbone = create_model(c.model);
   const int64_t D = backbone_feature_dim(*backbone, c.model.img_size);
   if (d.local_crops_number > 0) {

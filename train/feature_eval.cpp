@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "core/autograd.h"
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/ops/matmul.h"
 #include "core/ops/norm.h"
@@ -319,7 +320,7 @@ LinearProbeResult linear_probe(const Tensor& train_x, const std::vector<int64_t>
   SGD sgd({group}, {.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
   const int64_t steps_per_epoch = (N + o.batch_size - 1) / o.batch_size;
   const ScheduleOptions lr_schedule{
-      .type = "cosine", .base = o.lr, .final = 0.0, .warmup_steps = 0, .total_steps = o.epochs * steps_per_epoch};
+      .type = "cosine", .base = o.lr, .final = 0.0, .warmup_steps = 0, .total_steps = checked_mul(o.epochs, steps_per_epoch, std::string(who) + ": epochs", "steps per epoch")};
 
   std::vector<int64_t> order(static_cast<size_t>(N));
   std::iota(order.begin(), order.end(), int64_t(0));

@@ -11,6 +11,7 @@
 #include "core/file_io.h"
 #include "data/loader.h"
 #include "data/mixup.h"
+#include "models/budget.h"
 #include "models/checkpoint.h"
 #include "models/registry.h"
 #include "models/safetensors.h"
@@ -124,6 +125,7 @@ void Trainer::State::setup() {
 
   // Model, seeded: the same seed gives the same initial weights.
   manual_seed(uint64_t(c.train.seed));
+  check_model_budget(c.model, c.data.batch_size);  // the run's batch, before any tensor (models/budget.h)
   model = create_model(c.model);
   if (c.train.ema) {
     auto copy = create_model(c.model);
