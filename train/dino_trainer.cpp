@@ -86,6 +86,7 @@ struct DinoTrainer::State {
   ExperimentConfig cfg;
   TrainerOptions opt;
   Comm& comm = world();               // one process, or the ranks of mpirun (train/distributed.h)
+  TestFault fault = TestFault::from_env();  // the failure tests' seam; inert in a normal run
   std::unique_ptr<GradSync> grad_sync;  // with more than one rank
   std::string dir;
   std::unique_ptr<RunLock> run_lock;  // rank 0: held while the run lives (train/run_lock.h)
@@ -336,7 +337,7 @@ DinoTrainResult DinoTrainer::fit() {
     double window_loss = 0.0, img_per_s = 0.0;
     double lr = 0.0, wd = 0.0, momentum = 0.0, temp = 0.0;
     while (!stop && s.loader->next(batch)) {
-      maybe_inject_fault(s.comm, s.pos.step + 1);
+      s.fault.at_step(s.comm, s.pos.step + 1);  // the failure tests' seam (SIMA_TEST_FAULT)
       DINOLossStats st;
       double gnorm = 0.0;
       bool skipped = false;

@@ -59,17 +59,20 @@ double mpi_timeout_seconds() {
   return t;
 }
 
-void maybe_inject_fault(const Comm& comm, int64_t step) {
+TestFault TestFault::from_env() {
   const char* v = std::getenv("SIMA_TEST_FAULT");
-  if (!v || !*v) return;
+  if (!v || !*v) return {};
   int rank = -1;
   long long at = -1;
   char kind[16] = "";
   const int got = std::sscanf(v, "%d:%lld:%15s", &rank, &at, kind);
   check(got >= 2 && (got == 2 || std::strcmp(kind, "hang") == 0 || std::strcmp(kind, "throw") == 0),
         "SIMA_TEST_FAULT: expected rank:step[:hang|throw], got '", v, "'");
-  if (rank != comm.rank() || at != step) return;
-  if (got == 3 && std::strcmp(kind, "hang") == 0)
+  return {.rank = rank, .step = int64_t(at), .hang = got == 3 && std::strcmp(kind, "hang") == 0};
+}
+
+void TestFault::trigger() const {
+  if (hang)
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   fail("SIMA_TEST_FAULT: injected failure at step ", step);
 }

@@ -78,9 +78,21 @@ std::string set_threads_per_rank(const Comm& comm);
 // Seconds from SIMA_MPI_TIMEOUT (default 600, 0 = no limit); an unreadable value is an error.
 double mpi_timeout_seconds();
 
-// SIMA_TEST_FAULT=rank:step[:hang]: throws (or sleeps forever) on that rank when it starts
-// that global step (1-based). For the failure tests only.
-void maybe_inject_fault(const Comm& comm, int64_t step);
+// The failure tests' seam: SIMA_TEST_FAULT=rank:step[:hang|throw], read once when a run is
+// set up (an unreadable value is an error then), makes that rank throw (or sleep forever) when
+// it starts that global step (1-based). Unset, as in every normal run, the loop's check is an
+// integer comparison that never matches (step -1): no environment read per step.
+struct TestFault {
+  int rank = -1;
+  int64_t step = -1;
+  bool hang = false;
+
+  static TestFault from_env();
+  void at_step(const Comm& comm, int64_t global_step) const {
+    if (global_step == step && comm.rank() == rank) trigger();
+  }
+  [[noreturn]] void trigger() const;
+};
 
 // ---- gradient averaging ------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ struct Trainer::State {
   ExperimentConfig cfg;
   TrainerOptions opt;
   Comm& comm = world();               // one process, or the ranks of mpirun (train/distributed.h)
+  TestFault fault = TestFault::from_env();  // the failure tests' seam; inert in a normal run
   std::unique_ptr<GradSync> grad_sync;  // with more than one rank
   std::string dir;
   std::unique_ptr<RunLock> run_lock;  // rank 0: held while the run lives (train/run_lock.h)
@@ -319,7 +320,7 @@ TrainResult Trainer::fit() {
     double window_loss = 0.0;
     double img_per_s = 0.0;
     while (!stop && s.loader->next(batch)) {
-      maybe_inject_fault(s.comm, s.pos.step + 1);
+      s.fault.at_step(s.comm, s.pos.step + 1);  // the failure tests' seam (SIMA_TEST_FAULT)
       double gnorm = 0.0;
       bool skipped = false;
       const double loss = s.train_step(batch, gnorm, skipped);

@@ -234,11 +234,16 @@ TEST_CASE("SIMA_MPI_TIMEOUT and SIMA_TEST_FAULT: read, checked") {
   unsetenv("SIMA_MPI_TIMEOUT");
   CHECK(mpi_timeout_seconds() == 600.0);
   setenv("SIMA_TEST_FAULT", "0:3", 1);
-  maybe_inject_fault(comm_single(), 2);  // not this step
-  CHECK(error_message([] { maybe_inject_fault(comm_single(), 3); }).find("injected failure at step 3") !=
+  const TestFault fault = TestFault::from_env();
+  unsetenv("SIMA_TEST_FAULT");  // read once: the plan no longer looks at the environment
+  fault.at_step(comm_single(), 2);  // not this step
+  CHECK(error_message([&] { fault.at_step(comm_single(), 3); }).find("injected failure at step 3") !=
         std::string::npos);
+  setenv("SIMA_TEST_FAULT", "1:3", 1);
+  TestFault::from_env().at_step(comm_single(), 3);  // another rank's fault
   setenv("SIMA_TEST_FAULT", "zero", 1);
-  CHECK(error_message([] { maybe_inject_fault(comm_single(), 3); }).find("expected rank:step") != std::string::npos);
+  CHECK(error_message([] { TestFault::from_env(); }).find("expected rank:step") != std::string::npos);
   unsetenv("SIMA_TEST_FAULT");
+  TestFault::from_env().at_step(comm_single(), 3);  // unset: never fires
   CHECK(world().size() == 1);  // not launched by mpirun
 }
