@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Bit-exactness of the training loop against a reference build (not in ctest: it trains three
+# small runs twice, a few minutes on one core).
+#
+#   tests/train/loop_bitexact.sh REFERENCE_SIMA_TRAIN NEW_SIMA_TRAIN [WORK_DIR]
+#
+# Runs (a) configs/quickstart.json (supervised), (b) configs/fmnist_dino_cvt_sima.json (DINO) and
+# (c) configs/fmnist_distill_deit_sima.json (hard distillation from the reference binary's run
+# (a) best.safetensors) with both binaries, one OpenMP thread and data.num_workers = 1, then
+# compares metrics.jsonl without its timing fields (img_per_s, epoch_seconds, eval_img_per_s)
+# and the saved safetensors files byte for byte. Exits non-zero on the first difference.
+set -euo pipefail
+ref=$1
+new=$2
+work=${3:-$(mktemp -d)}
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+common=(--quiet --set data.num_workers=1)
+
+run_case() {  # name, config, extra --set arguments...
+  local name=$1 config=$2
+  shift 2
+  for which in ref new; do
+    local bin=$ref
+    [[ $which == new ]] && bin=$new
+    rm -rf "$work/$which/$name"
+    "$bin" --config "$config" --out "$work/$which/$name" "${common[@]}" "$@"
+  done
+}
+
+strip_timing() {
+  python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    for k in ("img_per_s", "epoch_seconds", "eval_img_per_s"):
+        r.pop(k, None)
+    print(json.dumps(r, sort_keys=True))' "$1"
+}
+
+compare_case() {  # name, files...
+  local name=$1
+  shift
+  if ! diff <(strip_timing "$work/ref/$name/metrics.jsonl") <(strip_timing "$work/new/$name/metrics.jsonl"); then
+    echo "FAIL $name: metrics.jsonl differs"
+    exit 1
+  fi
+  for f in "$@"; do
+    if ! cmp "$work/ref/$name/$f" "$work/new/$name/$f"; then
+      echo "FAIL $name: $f differs"
+      exit 1
+    fi
+  done
+  echo "ok   $name: metrics.jsonl ($(wc -l < "$work/new/$name/metrics.jsonl") records) and $* identical"
+}
+
+run_case supervised configs/quickstart.json --set data.train_subset=640 --set data.test_subset=200 \
+  --set train.epochs=2 --set train.log_every=1 --set train.ema=true
+compare_case supervised model.safetensors best.safetensors model_ema.safetensors train_state.safetensors
+
+run_case dino configs/fmnist_dino_cvt_sima.json --set data.train_subset=256 --set data.batch_size=64 \
+  --set train.epochs=1 --set train.log_every=1
+compare_case dino model.safetensors student.safetensors train_state.safetensors
+
+run_case distill configs/fmnist_distill_deit_sima.json --set data.train_subset=256 --set data.test_subset=100 \
+  --set data.batch_size=64 --set train.epochs=1 --set train.log_every=1 --set model.depth=2 \
+  --set "distill.teacher=$work/ref/supervised/best.safetensors"
+compare_case distill model.safetensors best.safetensors train_state.safetensors
+echo "all identical ($work)"
