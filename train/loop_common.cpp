@@ -6,6 +6,7 @@
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include <nlohmann/json.hpp>
 
 namespace sima {
 
@@ -98,6 +99,16 @@ void update_progress(ProgressBar& bar, const TrainPosition& pos, const Experimen
               .lr = lr,
               .images_per_second = img_per_s,
               .eta_seconds = img_per_s > 0 ? remaining / img_per_s : 0.0});
+}
+
+std::map<std::string, std::string> checkpoint_metadata(const ExperimentConfig& c, const DataSpec& spec,
+                                                       const std::vector<std::string>& classes, int64_t step) {
+  const nlohmann::json norm = {{"mean", c.model.mean}, {"std", c.model.std}, {"img_size", c.model.img_size},
+                               {"crop_pct", c.augment.crop_pct}};
+  return {{"normalization", norm.dump()},
+          {"data", to_string(spec)},
+          {"classes", nlohmann::json(classes).dump()},
+          {"step", std::to_string(step)}};
 }
 
 }  // namespace sima

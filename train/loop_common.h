@@ -3,11 +3,13 @@
 // progress line.
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "train/config.h"
+#include "train/data_spec.h"
 #include "train/optim.h"
 #include "train/progress.h"
 #include "train/run_lock.h"
@@ -46,5 +48,10 @@ bool undo_nonfinite_update(const ExperimentConfig& cfg, Optimizer& optim, std::s
 // The live progress line after a step: the epoch's running loss, lr, img/s and the epoch's ETA.
 void update_progress(ProgressBar& bar, const TrainPosition& pos, const ExperimentConfig& cfg,
                      int64_t steps_per_epoch, double step_loss, double lr, double img_per_s);
+
+// The metadata every model checkpoint of a run carries: normalization (mean, std, img_size,
+// crop_pct), data, classes and the global step.
+std::map<std::string, std::string> checkpoint_metadata(const ExperimentConfig& cfg, const DataSpec& spec,
+                                                       const std::vector<std::string>& classes, int64_t step);
 
 }  // namespace sima
