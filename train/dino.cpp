@@ -316,32 +316,20 @@ void DinoObjective::save_checkpoints(const std::string& dir, int64_t step, bool)
 
 }  // namespace
 
-struct DinoTrainer::State {
-  ExperimentConfig cfg;
-  std::unique_ptr<DinoObjective> objective;
-  std::unique_ptr<TrainingLoop> loop;
+struct DinoTrainer::State : LoopRun<DinoObjective> {
+  using LoopRun::LoopRun;
 };
 
-DinoTrainer::DinoTrainer(ExperimentConfig cfg, TrainerOptions options) : s_(std::make_unique<State>()) {
-  s_->cfg = std::move(cfg);
-  s_->objective = std::make_unique<DinoObjective>(s_->cfg);
-  s_->loop = std::make_unique<TrainingLoop>(s_->cfg, std::move(options), *s_->objective);
-}
+DinoTrainer::DinoTrainer(ExperimentConfig cfg, TrainerOptions options)
+    : s_(std::make_unique<State>(std::move(cfg), std::move(options))) {}
 DinoTrainer::~DinoTrainer() = default;
-MultiCropWrapper& DinoTrainer::student() { return *s_->objective->student; }
-MultiCropWrapper& DinoTrainer::teacher() { return *s_->objective->teacher; }
-DINOLoss& DinoTrainer::loss() { return *s_->objective->dino_loss; }
+MultiCropWrapper& DinoTrainer::student() { return *s_->objective.student; }
+MultiCropWrapper& DinoTrainer::teacher() { return *s_->objective.teacher; }
+DINOLoss& DinoTrainer::loss() { return *s_->objective.dino_loss; }
 
 DinoTrainResult DinoTrainer::fit() {
-  LoopResult r = s_->loop->fit();
-  DinoTrainResult result;
-  result.run_dir = r.run_dir;
-  result.steps = r.steps;
-  result.epochs_done = r.epochs_done;
-  result.interrupted = r.interrupted;
-  result.seconds = r.seconds;
-  result.step_losses = std::move(r.step_losses);
-  result.epochs = s_->objective->epochs;
+  DinoTrainResult result{s_->loop.fit()};
+  result.epochs = s_->objective.epochs;
   return result;
 }
 

@@ -70,13 +70,7 @@ struct DinoEpochStats {
   double seconds = 0.0;
 };
 
-struct DinoTrainResult {
-  std::string run_dir;
-  int64_t steps = 0;        // global steps done in total
-  int64_t epochs_done = 0;  // complete epochs
-  bool interrupted = false; // stopped by stop_flag or max_steps before the last epoch ended
-  double seconds = 0.0;
-  std::vector<double> step_losses;     // every step this process ran
+struct DinoTrainResult : LoopResult {     // LoopResult: trainer.h
   std::vector<DinoEpochStats> epochs;  // every epoch this process completed
 };
 

@@ -30,18 +30,6 @@
 
 namespace sima {
 
-// What the loop reports; the trainers copy it into their results.
-struct LoopResult {
-  std::string run_dir;
-  int64_t steps = 0, epochs_done = 0;
-  bool interrupted = false;
-  double seconds = 0.0;
-  std::vector<double> step_losses;
-  int ranks = 1;
-  int64_t allreduce_bytes_per_step = 0, allreduce_buckets = 0;
-  double allreduce_wait_seconds = 0.0, allreduce_seconds = 0.0;
-};
-
 class TrainingLoop {
  public:
   // Sets up the run: folder and lock, the objective's data and networks, the optimizer,
@@ -80,6 +68,16 @@ class TrainingLoop {
   int64_t steps_per_epoch_ = 0;
   int skipped_in_row_ = 0;
   bool stop_ = false;
+};
+
+// A config, an objective of type O over it and the loop running them: what a trainer holds.
+template <class O>
+struct LoopRun {
+  LoopRun(ExperimentConfig c, TrainerOptions options)
+      : cfg(std::move(c)), objective(cfg), loop(cfg, std::move(options), objective) {}
+  ExperimentConfig cfg;
+  O objective;
+  TrainingLoop loop;
 };
 
 }  // namespace sima

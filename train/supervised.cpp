@@ -265,36 +265,19 @@ void SupervisedObjective::save_checkpoints(const std::string& dir, int64_t step,
 
 }  // namespace
 
-struct Trainer::State {
-  ExperimentConfig cfg;
-  std::unique_ptr<SupervisedObjective> objective;
-  std::unique_ptr<TrainingLoop> loop;
+struct Trainer::State : LoopRun<SupervisedObjective> {
+  using LoopRun::LoopRun;
 };
 
-Trainer::Trainer(ExperimentConfig cfg, TrainerOptions options) : s_(std::make_unique<State>()) {
-  s_->cfg = std::move(cfg);
-  s_->objective = std::make_unique<SupervisedObjective>(s_->cfg);
-  s_->loop = std::make_unique<TrainingLoop>(s_->cfg, std::move(options), *s_->objective);
-}
+Trainer::Trainer(ExperimentConfig cfg, TrainerOptions options)
+    : s_(std::make_unique<State>(std::move(cfg), std::move(options))) {}
 Trainer::~Trainer() = default;
-Model& Trainer::model() { return s_->objective->model(); }
+Model& Trainer::model() { return s_->objective.model(); }
 
 TrainResult Trainer::fit() {
-  LoopResult r = s_->loop->fit();
-  TrainResult result;
-  result.run_dir = r.run_dir;
-  result.steps = r.steps;
-  result.epochs_done = r.epochs_done;
-  result.interrupted = r.interrupted;
-  result.last_eval = s_->objective->last_eval();
-  result.best_top1 = std::max(0.0, s_->loop->position().best_top1);
-  result.seconds = r.seconds;
-  result.step_losses = std::move(r.step_losses);
-  result.ranks = r.ranks;
-  result.allreduce_bytes_per_step = r.allreduce_bytes_per_step;
-  result.allreduce_buckets = r.allreduce_buckets;
-  result.allreduce_wait_seconds = r.allreduce_wait_seconds;
-  result.allreduce_seconds = r.allreduce_seconds;
+  TrainResult result{s_->loop.fit()};
+  result.last_eval = s_->objective.last_eval();
+  result.best_top1 = std::max(0.0, s_->loop.position().best_top1);
   return result;
 }
 

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "models/model.h"
 #include "train/config.h"
@@ -42,13 +43,12 @@ struct TrainerOptions {
   const std::atomic<bool>* stop_flag = nullptr;
 };
 
-struct TrainResult {
+// What every run reports (the training loop, train/loop.h; DinoTrainResult has it too).
+struct LoopResult {
   std::string run_dir;
   int64_t steps = 0;            // global steps done in total
   int64_t epochs_done = 0;      // complete epochs
   bool interrupted = false;     // stopped by stop_flag or max_steps before the last epoch ended
-  EvalResult last_eval;         // the last evaluation (count 0 if none ran)
-  double best_top1 = 0.0;
   double seconds = 0.0;         // wall time of this process's training
   std::vector<double> step_losses;  // the loss of every step this process ran (tests, resume checks)
   // Data parallelism (mpirun, train/distributed.h): the ranks, and the gradient allreduce —
@@ -56,6 +56,11 @@ struct TrainResult {
   int ranks = 1;
   int64_t allreduce_bytes_per_step = 0, allreduce_buckets = 0;
   double allreduce_wait_seconds = 0.0, allreduce_seconds = 0.0;
+};
+
+struct TrainResult : LoopResult {
+  EvalResult last_eval;         // the last evaluation (count 0 if none ran)
+  double best_top1 = 0.0;
 };
 
 class Trainer {

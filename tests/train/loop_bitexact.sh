@@ -7,6 +7,8 @@
 # Runs (a) configs/quickstart.json (supervised), (b) configs/fmnist_dino_cvt_sima.json (DINO) and
 # (c) configs/fmnist_distill_deit_sima.json (hard distillation from the reference binary's run
 # (a) best.safetensors) with both binaries, one OpenMP thread and data.num_workers = 1, then
+# (d) run (a) stopped by train.max_steps mid-epoch (a checkpoint_every save before it) and then
+# resumed to the end, and (e) the same for DINO; then
 # compares metrics.jsonl without its timing fields (img_per_s, epoch_seconds, eval_img_per_s)
 # and the saved safetensors files byte for byte. Exits non-zero on the first difference.
 set -euo pipefail
@@ -65,4 +67,22 @@ run_case distill configs/fmnist_distill_deit_sima.json --set data.train_subset=2
   --set data.batch_size=64 --set train.epochs=1 --set train.log_every=1 --set model.depth=2 \
   --set "distill.teacher=$work/ref/supervised/best.safetensors"
 compare_case distill model.safetensors best.safetensors train_state.safetensors
+resume_case() {  # name, config, --set arguments...: stopped at step 5, then resumed
+  local name=$1 config=$2
+  shift 2
+  run_case "$name" "$config" "$@" --set train.max_steps=5 --set train.checkpoint_every=3
+  for which in ref new; do
+    local bin=$ref
+    [[ $which == new ]] && bin=$new
+    "$bin" --config "$config" --out "$work/$which/$name" --resume "${common[@]}" "$@" --set train.max_steps=0
+  done
+}
+
+resume_case supervised_resumed configs/quickstart.json --set data.train_subset=640 --set data.test_subset=200 \
+  --set train.epochs=2 --set train.log_every=1 --set train.ema=true
+compare_case supervised_resumed model.safetensors best.safetensors model_ema.safetensors train_state.safetensors
+
+resume_case dino_resumed configs/fmnist_dino_cvt_sima.json --set data.train_subset=512 --set data.batch_size=64 \
+  --set train.epochs=1 --set train.log_every=1
+compare_case dino_resumed model.safetensors student.safetensors train_state.safetensors
 echo "all identical ($work)"
