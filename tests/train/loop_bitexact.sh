@@ -18,15 +18,18 @@ work=${3:-$(mktemp -d)}
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 common=(--quiet --set data.num_workers=1)
 
+train_both() {  # name, sima-train arguments...: runs both binaries into $work/{ref,new}/name
+  local name=$1
+  shift
+  "$ref" --out "$work/ref/$name" "${common[@]}" "$@"
+  "$new" --out "$work/new/$name" "${common[@]}" "$@"
+}
+
 run_case() {  # name, config, extra --set arguments...
   local name=$1 config=$2
   shift 2
-  for which in ref new; do
-    local bin=$ref
-    [[ $which == new ]] && bin=$new
-    rm -rf "$work/$which/$name"
-    "$bin" --config "$config" --out "$work/$which/$name" "${common[@]}" "$@"
-  done
+  rm -rf "$work/ref/$name" "$work/new/$name"
+  train_both "$name" --config "$config" "$@"
 }
 
 strip_timing() {
@@ -71,11 +74,7 @@ resume_case() {  # name, config, --set arguments...: stopped at step 5, then res
   local name=$1 config=$2
   shift 2
   run_case "$name" "$config" "$@" --set train.max_steps=5 --set train.checkpoint_every=3
-  for which in ref new; do
-    local bin=$ref
-    [[ $which == new ]] && bin=$new
-    "$bin" --config "$config" --out "$work/$which/$name" --resume "${common[@]}" "$@" --set train.max_steps=0
-  done
+  train_both "$name" --config "$config" --resume "$@" --set train.max_steps=0
 }
 
 resume_case supervised_resumed configs/quickstart.json --set data.train_subset=640 --set data.test_subset=200 \
