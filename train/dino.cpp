@@ -328,7 +328,8 @@ MultiCropWrapper& DinoTrainer::teacher() { return *s_->objective.teacher; }
 DINOLoss& DinoTrainer::loss() { return *s_->objective.dino_loss; }
 
 DinoTrainResult DinoTrainer::fit() {
-  DinoTrainResult result{s_->loop.fit()};
+  DinoTrainResult result;
+  static_cast<LoopResult&>(result) = s_->loop.fit();
   result.epochs = s_->objective.epochs;
   return result;
 }

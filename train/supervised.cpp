@@ -275,7 +275,8 @@ Trainer::~Trainer() = default;
 Model& Trainer::model() { return s_->objective.model(); }
 
 TrainResult Trainer::fit() {
-  TrainResult result{s_->loop.fit()};
+  TrainResult result;
+  static_cast<LoopResult&>(result) = s_->loop.fit();
   result.last_eval = s_->objective.last_eval();
   result.best_top1 = std::max(0.0, s_->loop.position().best_top1);
   return result;

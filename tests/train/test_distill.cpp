@@ -403,7 +403,7 @@ TEST_CASE("distill: end to end, a tiny CvT teacher and a tiny distilled SimA Dei
 
 TEST_CASE("distill: the trainer's first step is the DeiT loss with the teacher on the mixed batch") {
   // Rebuild the trainer's first step by hand: its batch (loader seeded by train.seed), its mixup
-  // (generator seeded as trainer.cpp's mixup_seed), the student's initial weights (seeded), and
+  // (generator seeded as supervised.cpp's mixup_seed), the student's initial weights (seeded), and
   // compare the loss with the one the trainer reports.
   testing::TempDir tmp;
   const std::string teacher_path = trained_teacher();
@@ -422,7 +422,7 @@ TEST_CASE("distill: the trainer's first step is the DeiT loss with the teacher o
   loader.start_epoch(0);
   Batch batch;
   REQUIRE(loader.next(batch));
-  Generator gen(batch_seed(seed ^ 0x6d69787570ULL, 0, 0));  // trainer.cpp: mixup_seed(seed, 0, 0)
+  Generator gen(batch_seed(seed ^ 0x6d69787570ULL, 0, 0));  // supervised.cpp: mixup_seed(seed, 0, 0)
   MixupResult mixed = Mixup(MixupOptions{.mixup_alpha = 1.0, .cutmix_alpha = 0.0, .label_smoothing = 0.1,
                                          .num_classes = 10})(batch.images, batch.labels, gen);
   DistillTeacher teacher(teacher_path, c.model);
