@@ -58,18 +58,6 @@ compare_case() {  # name, files...
   echo "ok   $name: metrics.jsonl ($(wc -l < "$work/new/$name/metrics.jsonl") records) and $* identical"
 }
 
-run_case supervised configs/quickstart.json --set data.train_subset=640 --set data.test_subset=200 \
-  --set train.epochs=2 --set train.log_every=1 --set train.ema=true
-compare_case supervised model.safetensors best.safetensors model_ema.safetensors train_state.safetensors
-
-run_case dino configs/fmnist_dino_cvt_sima.json --set data.train_subset=256 --set data.batch_size=64 \
-  --set train.epochs=1 --set train.log_every=1
-compare_case dino model.safetensors student.safetensors train_state.safetensors
-
-run_case distill configs/fmnist_distill_deit_sima.json --set data.train_subset=256 --set data.test_subset=100 \
-  --set data.batch_size=64 --set train.epochs=1 --set train.log_every=1 --set model.depth=2 \
-  --set "distill.teacher=$work/ref/supervised/best.safetensors"
-compare_case distill model.safetensors best.safetensors train_state.safetensors
 resume_case() {  # name, config, --set arguments...: stopped at step 5, then resumed
   local name=$1 config=$2
   shift 2
@@ -77,11 +65,26 @@ resume_case() {  # name, config, --set arguments...: stopped at step 5, then res
   train_both "$name" --config "$config" --resume "$@" --set train.max_steps=0
 }
 
-resume_case supervised_resumed configs/quickstart.json --set data.train_subset=640 --set data.test_subset=200 \
-  --set train.epochs=2 --set train.log_every=1 --set train.ema=true
-compare_case supervised_resumed model.safetensors best.safetensors model_ema.safetensors train_state.safetensors
+supervised=(configs/quickstart.json --set data.train_subset=640 --set data.test_subset=200 --set train.epochs=2
+            --set train.log_every=1 --set train.ema=true)
+supervised_files=(model.safetensors best.safetensors model_ema.safetensors train_state.safetensors)
+dino=(configs/fmnist_dino_cvt_sima.json --set data.batch_size=64 --set train.epochs=1 --set train.log_every=1)
+dino_files=(model.safetensors student.safetensors train_state.safetensors)
 
-resume_case dino_resumed configs/fmnist_dino_cvt_sima.json --set data.train_subset=512 --set data.batch_size=64 \
-  --set train.epochs=1 --set train.log_every=1
-compare_case dino_resumed model.safetensors student.safetensors train_state.safetensors
+run_case supervised "${supervised[@]}"
+compare_case supervised "${supervised_files[@]}"
+
+run_case dino "${dino[@]}" --set data.train_subset=256
+compare_case dino "${dino_files[@]}"
+
+run_case distill configs/fmnist_distill_deit_sima.json --set data.train_subset=256 --set data.test_subset=100 \
+  --set data.batch_size=64 --set train.epochs=1 --set train.log_every=1 --set model.depth=2 \
+  --set "distill.teacher=$work/ref/supervised/best.safetensors"
+compare_case distill model.safetensors best.safetensors train_state.safetensors
+
+resume_case supervised_resumed "${supervised[@]}"
+compare_case supervised_resumed "${supervised_files[@]}"
+
+resume_case dino_resumed "${dino[@]}" --set data.train_subset=512
+compare_case dino_resumed "${dino_files[@]}"
 echo "all identical ($work)"
