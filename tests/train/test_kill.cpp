@@ -32,23 +32,8 @@ namespace {
 class TrainProcess {
  public:
   TrainProcess(const std::vector<std::string>& args, const std::string& log_prefix) {
-    std::fflush(stdout);  // or the child's freopen would flush our buffered output a second time
-    std::fflush(stderr);
-    pid_ = ::fork();
+    pid_ = testing::spawn_sima_train(args, log_prefix, 2);
     REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      ::setenv("OMP_NUM_THREADS", "2", 1);
-      FILE* out = std::freopen((log_prefix + ".out").c_str(), "w", stdout);
-      FILE* err = std::freopen((log_prefix + ".err").c_str(), "w", stderr);
-      if (!out || !err) ::_exit(127);
-      std::vector<std::string> all{std::string(SIMA_BIN_DIR) + "/sima-train"};
-      all.insert(all.end(), args.begin(), args.end());
-      std::vector<char*> argv;
-      for (std::string& a : all) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
   }
   // Polls every 50 µs until `ready()` holds (true) or the process ends (false, with its status).
   template <class F>

@@ -32,22 +32,8 @@ std::string slurp(const std::string& path) {
 
 // sima-train with stdout/stderr in <log>.out/.err, one thread (runs comparable, cores shared).
 pid_t spawn_train(const std::vector<std::string>& args, const std::string& log) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t pid = ::fork();
+  const pid_t pid = testing::spawn_sima_train(args, log, 1);
   REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::setenv("OMP_NUM_THREADS", "1", 1);
-    if (!std::freopen((log + ".out").c_str(), "w", stdout) || !std::freopen((log + ".err").c_str(), "w", stderr))
-      ::_exit(127);
-    std::vector<std::string> all{std::string(SIMA_BIN_DIR) + "/sima-train"};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
   return pid;
 }
 
