@@ -41,6 +41,10 @@ struct DataConfig {
   std::string dataset = "fashion_mnist";  // a data spec (train/data_spec.h)
   int64_t train_subset = 0;  // train on a seeded random subset of this many images (0 = all)
   int64_t test_subset = 0;   // evaluate on a seeded random subset (0 = all)
+  // Hold out this many training images (a split fixed by validation_seed) and evaluate on them
+  // instead of the test set, which the run then never reads; 0 = train on every training image.
+  int64_t validation = 0;
+  int64_t validation_seed = 0;
   int64_t batch_size = 128;
   int64_t eval_batch_size = 256;
   int64_t num_workers = 2;

@@ -52,6 +52,12 @@ void add_name_and_data_fields(std::vector<ConfigField>& f) {
                     "train on a seeded random subset of this many images (0 = all)", at_least<int64_t>(0)));
   f.push_back(field("data.test_subset", &E::data, &DataConfig::test_subset,
                     "evaluate on a seeded random subset of this many images (0 = all)", at_least<int64_t>(0)));
+  f.push_back(field("data.validation", &E::data, &DataConfig::validation,
+                    "hold out this many training images as the validation set, evaluated instead of the test set "
+                    "(0 = train on all, evaluate on the test set)",
+                    at_least<int64_t>(0)));
+  f.push_back(field("data.validation_seed", &E::data, &DataConfig::validation_seed,
+                    "seed of the validation split (the same split for every train.seed)", at_least<int64_t>(0)));
   f.push_back(field("data.batch_size", &E::data, &DataConfig::batch_size, "training batch size (>= 1)", at_least<int64_t>(1)));
   f.push_back(field("data.eval_batch_size", &E::data, &DataConfig::eval_batch_size, "evaluation batch size (>= 1)",
                     at_least<int64_t>(1)));

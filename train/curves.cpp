@@ -130,8 +130,11 @@ std::string render_curves(const std::string& csv_path, const std::string& png_pa
   std::string line;
   if (!std::getline(in, line)) return "no curves: " + csv_path + " has no rows yet";
   const std::vector<std::string> header = split_csv_line(line);
-  std::vector<Series> loss{{"train_loss", "train loss", {}}, {"test_loss", "test loss", {}}};
-  std::vector<Series> acc{{"test_top1", "test top-1", {}}, {"test_top5", "test top-5", {}}};
+  std::vector<Series> loss{{"train_loss", "train loss", {}}, {"test_loss", "test loss", {}}, {"val_loss", "val loss", {}}};
+  std::vector<Series> acc{{"test_top1", "test top-1", {}},
+                          {"test_top5", "test top-5", {}},
+                          {"val_top1", "val top-1", {}},
+                          {"val_top5", "val top-5", {}}};
   auto column = [&](const std::string& name) -> int {
     for (size_t c = 0; c < header.size(); ++c)
       if (header[c] == name) return static_cast<int>(c);
@@ -156,7 +159,7 @@ std::string render_curves(const std::string& csv_path, const std::string& png_pa
   std::erase_if(loss, [](const Series& s) { return s.points.empty(); });
   std::erase_if(acc, [](const Series& s) { return s.points.empty(); });
   if (loss.empty() && acc.empty())
-    return "no curves: " + csv_path + " has no values of train_loss, test_loss, test_top1 or test_top5";
+    return "no curves: " + csv_path + " has no values of train_loss, test_ or val_ loss, top1 or top5";
 
   const std::string gnuplot = find_gnuplot();
   if (gnuplot.empty()) return "no curves: gnuplot missing (not found on PATH)";

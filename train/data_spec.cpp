@@ -103,19 +103,43 @@ std::string SubsetDataset::describe() const {
   return base_->describe() + " (subset of " + std::to_string(indices_.size()) + ")";
 }
 
+namespace {
+
+// A Fisher–Yates permutation of 0..size-1 drawn from `seed`.
+std::vector<int64_t> seeded_permutation(int64_t size, uint64_t seed) {
+  std::vector<int64_t> perm(static_cast<size_t>(size));
+  std::iota(perm.begin(), perm.end(), int64_t(0));
+  Generator gen(seed);
+  for (int64_t i = size - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[gen.randint(uint64_t(i) + 1)]);
+  return perm;
+}
+
+// perm[begin, end), sorted, as a subset of `dataset`.
+std::shared_ptr<const Dataset> sorted_subset(std::shared_ptr<const Dataset> dataset, const std::vector<int64_t>& perm,
+                                             size_t begin, size_t end) {
+  std::vector<int64_t> idx(perm.begin() + std::ptrdiff_t(begin), perm.begin() + std::ptrdiff_t(end));
+  std::sort(idx.begin(), idx.end());
+  return std::make_shared<SubsetDataset>(std::move(dataset), std::move(idx));
+}
+
+}  // namespace
+
 std::shared_ptr<const Dataset> random_subset(std::shared_ptr<const Dataset> dataset, int64_t n, uint64_t seed) {
   check(dataset != nullptr, "random_subset: the dataset is null");
   check(n > 0, "random_subset: the subset size ", n, " must be positive");
   const int64_t size = dataset->size();
   if (n >= size) return dataset;
-  // A Fisher–Yates permutation of 0..size-1; its first n indices.
-  std::vector<int64_t> perm(static_cast<size_t>(size));
-  std::iota(perm.begin(), perm.end(), int64_t(0));
-  Generator gen(seed);
-  for (int64_t i = size - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[gen.randint(uint64_t(i) + 1)]);
-  perm.resize(size_t(n));
-  std::sort(perm.begin(), perm.end());
-  return std::make_shared<SubsetDataset>(std::move(dataset), std::move(perm));
+  return sorted_subset(dataset, seeded_permutation(size, seed), 0, size_t(n));
+}
+
+HoldoutSplit holdout_split(std::shared_ptr<const Dataset> dataset, int64_t n, uint64_t seed) {
+  check(dataset != nullptr, "holdout_split: the dataset is null");
+  const int64_t size = dataset->size();
+  check(n > 0 && n < size, "data.validation is ", n, " but must be in [1, ", size - 1, "] for ", dataset->describe(),
+        " (", size, " training images; 0 = no validation split)");
+  const std::vector<int64_t> perm = seeded_permutation(size, seed);
+  return {.train = sorted_subset(dataset, perm, size_t(n), perm.size()),
+          .validation = sorted_subset(dataset, perm, 0, size_t(n))};
 }
 
 }  // namespace sima

@@ -55,4 +55,13 @@ class SubsetDataset : public Dataset {
 // sorted by index so reading stays sequential.
 std::shared_ptr<const Dataset> random_subset(std::shared_ptr<const Dataset> dataset, int64_t n, uint64_t seed);
 
+// A held-out validation split: `n` samples of a seeded permutation of `dataset` become the
+// validation set and the rest the training set, disjoint and together the whole dataset, both
+// sorted by index. The seed fixes the split alone (data.validation_seed), so every run and
+// every training seed sees the same validation images. 0 < n < size.
+struct HoldoutSplit {
+  std::shared_ptr<const Dataset> train, validation;
+};
+HoldoutSplit holdout_split(std::shared_ptr<const Dataset> dataset, int64_t n, uint64_t seed);
+
 }  // namespace sima

@@ -137,6 +137,9 @@ int64_t DinoObjective::setup_data(Comm& comm) {
   // Data: the training split through DINO's multi-crop, views grouped by resolution.
   spec_ = parse_data_spec(c.data.dataset);
   train_raw_ = open_dataset(spec_, true);
+  // A validation split is held out of pretraining too (its images are for choosing settings).
+  if (c.data.validation > 0)
+    train_raw_ = holdout_split(train_raw_, c.data.validation, uint64_t(c.data.validation_seed)).train;
   if (c.data.train_subset > 0) train_raw_ = random_subset(train_raw_, c.data.train_subset, uint64_t(c.train.seed));
   classes_ = class_names(spec_, c.model.num_classes);
   MultiCropOptions mo;

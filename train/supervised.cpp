@@ -96,10 +96,17 @@ int64_t SupervisedObjective::setup_data(Comm& comm) {
   const ExperimentConfig& c = cfg_;
   // Data first: a wrong path fails before any model is built.
   spec_ = parse_data_spec(c.data.dataset);
-  std::shared_ptr<const Dataset> train_raw = open_dataset(spec_, true), test_raw = open_dataset(spec_, false);
+  std::shared_ptr<const Dataset> train_raw = open_dataset(spec_, true), test_raw;
   check(train_raw->num_classes() == c.model.num_classes, "model.num_classes is ", c.model.num_classes, " but ",
         c.data.dataset, " has ", train_raw->num_classes(), " classes");
   classes_ = class_names(spec_, c.model.num_classes);
+  if (c.data.validation > 0) {  // the protocol of docs/RESULTS.md: choose settings without the test set
+    HoldoutSplit split = holdout_split(train_raw, c.data.validation, uint64_t(c.data.validation_seed));
+    train_raw = split.train;
+    test_raw = split.validation;  // the test split is never opened
+  } else {
+    test_raw = open_dataset(spec_, false);
+  }
   if (c.data.train_subset > 0) train_raw = random_subset(train_raw, c.data.train_subset, uint64_t(c.train.seed));
   if (c.data.test_subset > 0) test_raw = random_subset(test_raw, c.data.test_subset, uint64_t(c.train.seed) + 1);
   train_set_ = std::make_shared<TransformedDataset>(train_raw, train_transform(c.model, c.augment));
@@ -235,14 +242,16 @@ bool SupervisedObjective::end_epoch(TrainPosition& pos, json& record, double tra
   if (pos.epoch + 1 == c.train.epochs || (pos.epoch + 1) % c.train.eval_every == 0) {
     eval = evaluate(*model_);
     last_eval_ = eval;
-    record["test_loss"] = eval.loss;
-    record["test_top1"] = eval.top1;
-    record["test_top5"] = eval.top5;
+    const std::string set = c.data.validation > 0 ? "val" : "test";  // what was evaluated
+    record[set + "_loss"] = eval.loss;
+    record[set + "_top1"] = eval.top1;
+    record[set + "_top5"] = eval.top5;
     record["eval_img_per_s"] = eval.images_per_second;
-    if (ema_) record["ema_test_top1"] = evaluate(static_cast<Model&>(ema_->module())).top1;
+    if (ema_) record["ema_" + set + "_top1"] = evaluate(static_cast<Model&>(ema_->module())).top1;
     char line[160];
-    std::snprintf(line, sizeof line, "epoch %lld/%lld  train loss %.4f  test loss %.4f  top-1 %.2f%%  top-5 %.2f%%",
-                  (long long)(pos.epoch + 1), (long long)c.train.epochs, train_loss, eval.loss, eval.top1, eval.top5);
+    std::snprintf(line, sizeof line, "epoch %lld/%lld  train loss %.4f  %s loss %.4f  top-1 %.2f%%  top-5 %.2f%%",
+                  (long long)(pos.epoch + 1), (long long)c.train.epochs, train_loss, set.c_str(), eval.loss, eval.top1,
+                  eval.top5);
     say(line);
   }
   const bool best = eval.count > 0 && eval.top1 > pos.best_top1;

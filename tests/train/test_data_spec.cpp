@@ -220,3 +220,28 @@ TEST_CASE("random_subset: n sorted distinct indices, seeded, uniform over seeds;
     CHECK(std::fabs(hits[size_t(i)] / double(seeds) - 0.25) < 0.04);
   }
 }
+
+TEST_CASE("holdout_split: disjoint, together the dataset, fixed by its seed alone; sizes checked") {
+  auto base = std::make_shared<IndexDataset>(20);
+  auto indices = [](const std::shared_ptr<const Dataset>& d) {
+    auto sub = std::dynamic_pointer_cast<const SubsetDataset>(d);
+    REQUIRE(sub != nullptr);
+    return sub->indices();
+  };
+  const HoldoutSplit s = holdout_split(base, 6, 3);
+  const std::vector<int64_t> tr = indices(s.train), va = indices(s.validation);
+  CHECK(tr.size() == 14);
+  CHECK(va.size() == 6);
+  CHECK(std::is_sorted(tr.begin(), tr.end()));
+  CHECK(std::is_sorted(va.begin(), va.end()));
+  std::set<int64_t> all(tr.begin(), tr.end());
+  all.insert(va.begin(), va.end());
+  CHECK(all.size() == 20);  // disjoint and covering
+  // The validation set is the random_subset of the same seed: one permutation, split in two.
+  CHECK(indices(random_subset(base, 6, 3)) == va);
+  CHECK(indices(holdout_split(base, 6, 3).validation) == va);
+  CHECK(indices(holdout_split(base, 6, 4).validation) != va);
+  CHECK(error_message([&] { holdout_split(base, 20, 0); }) ==
+        "data.validation is 20 but must be in [1, 19] for index dataset (20 training images; 0 = no validation split)");
+  CHECK(error_message([&] { holdout_split(base, 0, 0); }).find("data.validation is 0 but must be in [1, 19]") == 0);
+}

@@ -208,3 +208,35 @@ TEST_CASE("trainer: the dataset's class count must match the model's") {
   CHECK(error_message([&] { run(j, tmp.str() + "/c"); }).find("model.num_classes is 7 but fashion_mnist has 10 classes") !=
         std::string::npos);
 }
+
+TEST_CASE("trainer: data.validation trains on the rest, evaluates the held-out images, never opens the test set") {
+  testing::TempDir tmp;
+  // A Fashion-MNIST root holding the training files only: opening the test split would fail.
+  const std::string root = tmp.str() + "/fmnist_train_only";
+  fs::create_directories(root);
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"})
+    fs::create_symlink(std::string("/usr/share/datasets/fashion-mnist/") + f, root + "/" + f);
+  json j = random_everything_config();
+  j["data"]["dataset"] = "fashion_mnist:" + root;
+  j["data"]["validation"] = 1000;
+  j["data"]["validation_seed"] = 5;
+  j["train"]["epochs"] = 1;
+  const std::string dir = tmp.str() + "/v";
+  run(j, dir);
+  int epochs = 0;
+  for (auto& rec : read_metrics_jsonl(dir + "/metrics.jsonl")) {
+    if (rec["kind"] != "epoch") continue;
+    ++epochs;
+    CHECK(rec.contains("val_top1"));
+    CHECK(rec.contains("ema_val_top1"));
+    CHECK(!rec.contains("test_top1"));
+  }
+  CHECK(epochs == 1);
+  // Without the split the same root fails, naming the missing test file.
+  j["data"]["validation"] = 0;
+  CHECK(error_message([&] { run(j, tmp.str() + "/t"); }).find("t10k-images-idx3-ubyte") != std::string::npos);
+  // A split as large as the training set is refused with the valid range.
+  j["data"]["validation"] = 60000;
+  CHECK(error_message([&] { run(j, tmp.str() + "/w"); }).find("data.validation is 60000 but must be in [1, 59999]") !=
+        std::string::npos);
+}
