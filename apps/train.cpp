@@ -133,8 +133,8 @@ int main(int argc, char** argv) {
     char done[512] = "";
     if (r.last_eval.count > 0)
       std::snprintf(done, sizeof done,
-                    "done: %lld steps in %.1f s; test top-1 %.2f%% (best %.2f%%), top-5 %.2f%%, loss %.4f; run folder %s",
-                    (long long)r.steps, r.seconds, r.last_eval.top1, r.best_top1, r.last_eval.top5, r.last_eval.loss,
+                    "done: %lld steps in %.1f s; %s top-1 %.2f%% (best %.2f%%), top-5 %.2f%%, loss %.4f; run folder %s",
+                    (long long)r.steps, r.seconds, cfg.data.validation > 0 ? "val" : "test", r.last_eval.top1, r.best_top1, r.last_eval.top5, r.last_eval.loss,
                     r.run_dir.c_str());
     if (!comm.is_main()) return 0;
     if (r.ranks > 1)
