@@ -27,6 +27,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sweep  # noqa: E402  (results/sweep.py: the protocol's epoch sweeps)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = os.path.join(ROOT, "results", "runs")
 PNGS = os.path.join(ROOT, "docs", "results")
@@ -260,6 +263,68 @@ def cmd_run(args):
         go(t)
 
 
+def run_sweep_point(row, epochs, threads):
+    """One sweep point: trains (or resumes) runs/paper/sweep_<row>_e<E> and returns its record.
+    CPU time adds up over the sittings that ran it (a sitting killed mid-way is not counted)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="passive")
+    out = os.path.join(OUT, "sweep_%s_e%d" % (row, epochs))
+    resume = os.path.exists(os.path.join(out, "train_state.safetensors"))
+    if os.path.isdir(out) and not resume:
+        shutil.rmtree(out)  # cut off before its first save: start over
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    argv = sweep.argv_for(BIN, ROOT, row, epochs, out, resume, SMOKE)
+    load_before = os.getloadavg()[0]
+    code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"))
+    spent_path = out + ".spent.json"  # the sittings so far: [{"wall_s", "cpu_s"}...]
+    spent = json.load(open(spent_path)) if os.path.exists(spent_path) else []
+    spent.append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "resumed": resume, "load_before": load_before})
+    write_json(spent_path, spent)
+    epochs_done = sweep.epoch_rows(epoch_records(out))
+    rec = {"row": row, "epochs_planned": epochs, "seed": sweep.SWEEP_SEED, "split": "validation",
+           "validation": sweep.VALIDATION, "validation_seed": sweep.VALIDATION_SEED, "commit": git_commit(),
+           "threads": threads, "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+           "command": user_command(sweep.argv_for(BIN, ROOT, row, epochs, out, False, SMOKE), threads),
+           "sittings": spent, "wall_s": round(sum(x["wall_s"] for x in spent), 1),
+           "cpu_s": round(sum(x["cpu_s"] for x in spent), 1), "exit_code": code, "epochs": epochs_done}
+    if code != 0:
+        rec["error"] = last
+        rec["diverged"] = "not finite" in last or "non-finite" in last
+    return rec
+
+
+def cmd_sweep(args):
+    if args.smoke:
+        use_smoke_dir(args.smoke)
+        sweep.SWEEPS = {r: [1, 2] for r in sweep.SWEEPS}
+        sweep.VALIDATION = 128
+        SMOKE.extend(["--set", "data.train_subset=256", "--set", "data.batch_size=64"])
+    rows = args.rows.split(",") if args.rows else list(sweep.SWEEPS)
+    for r in rows:
+        if r not in sweep.SWEEPS:
+            sys.exit("reproduce.py: '%s' has no sweep (sweeps: %s)" % (r, ", ".join(sweep.SWEEPS)))
+    lock = threading.Lock()
+
+    def go(row):  # a row's points in order: whether the next runs depends on the last
+        while True:
+            chosen, nxt, _ = sweep.status(RUNS, row)
+            if chosen is not None or nxt is None:
+                with lock:
+                    print("  %s: %s" % (row, "converged at %d epochs" % chosen if chosen else "every point recorded"),
+                          flush=True)
+                return
+            rec = run_sweep_point(row, nxt, args.threads)
+            write_json(sweep.record_path(RUNS, row, nxt), rec)
+            with lock:
+                top1 = sweep.final_top1(rec)
+                print("  %s %d epochs: %s, %.0f s CPU" % (row, nxt, "val top-1 %.2f" % top1 if top1 is not None
+                                                          else rec.get("error", "failed"), rec["cpu_s"]), flush=True)
+            if rec["exit_code"] != 0:
+                return
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(go, rows))
+
+
 def heatmap_record_path(row):
     return os.path.join(RUNS, row, "heatmap.json")
 
@@ -319,6 +384,11 @@ if __name__ == "__main__":
     pr.add_argument("--threads", type=int, default=1, help="OpenMP threads per run")
     pr.add_argument("--smoke", default="", metavar="DIR",
                     help="check the script: 1 epoch on 256 images, records and runs under DIR")
+    sp = sub.add_parser("sweep", help="the protocol's epoch sweeps on the validation split (results/sweep.py)")
+    sp.add_argument("--rows", default="", help="comma-separated sweep rows (default: all)")
+    sp.add_argument("--jobs", type=int, default=2, help="rows at a time")
+    sp.add_argument("--threads", type=int, default=1, help="OpenMP threads per run")
+    sp.add_argument("--smoke", default="", metavar="DIR", help="check the script: 1 and 2 epochs, records under DIR")
     hp = sub.add_parser("heatmaps")
     hp.add_argument("--rows", default="", help="comma-separated rows (default: %s)" % ",".join(HEATMAP_ROWS))
     hp.add_argument("--smoke", default="", metavar="DIR", help="the checkpoints of run --smoke DIR; output under DIR")
@@ -330,6 +400,8 @@ if __name__ == "__main__":
         cmd_list(a)
     elif a.cmd == "run":
         cmd_run(a)
+    elif a.cmd == "sweep":
+        cmd_sweep(a)
     elif a.cmd == "heatmaps":
         cmd_heatmaps(a)
     else:

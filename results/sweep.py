@@ -1,0 +1,90 @@
+"""The epoch sweeps of the protocol (docs/RESULTS.md, "Protocol"): for each architecture, one
+seed of its SimA row trained on the 50 000-image training part of the validation split and
+evaluated every epoch on the 10 000 held-out images; the epoch count doubles until doubling it
+adds less than CONVERGED points of final validation top-1. The test set is never read here.
+
+    python3 results/reproduce.py sweep [--rows cvt_sima,deit_sima] [--jobs 2] [--threads 1]
+
+Records: results/runs/sweeps/<row>_e<E>.json. A run cut off (a killed session) keeps its folder
+runs/paper/sweep_<row>_e<E> and is resumed from its train_state by the next `sweep`.
+"""
+import json
+import os
+
+VALIDATION = 10000       # images held out of the 60 000 training images
+VALIDATION_SEED = 0      # the split, the same for every run (data.validation_seed)
+CONVERGED = 0.3          # points of validation top-1: doubling the epochs adds less -> converged
+SWEEP_SEED = 0
+# Each architecture's sweep row and the epoch counts tried, in order (each the double of the last).
+SWEEPS = {
+    "cvt_sima": [25, 50, 100],
+    "deit_sima": [25, 50, 100],
+    "xcit_sima": [25, 50, 100],
+}
+
+
+def arch_of(row):
+    """The architecture a paper row belongs to (its config's prefix): deit_, xcit_, cvt_, dino_."""
+    return row.split("_")[0]
+
+
+def sweep_row_of(row):
+    """The sweep that chooses `row`'s epoch count (the SimA row of its architecture), or None."""
+    for s in SWEEPS:
+        if arch_of(s) == arch_of(row):
+            return s
+    return None
+
+
+def record_path(runs, row, epochs):
+    return os.path.join(runs, "sweeps", "%s_e%d.json" % (row, epochs))
+
+
+def load(runs, row, epochs):
+    p = record_path(runs, row, epochs)
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        return json.load(f)
+
+
+def final_top1(rec):
+    return rec["epochs"][-1]["val_top1"] if rec and rec.get("exit_code") == 0 and rec.get("epochs") else None
+
+
+def status(runs, row):
+    """(chosen epochs or None, next epochs to run or None, [(epochs, record)...] recorded in order).
+    Chosen: the first E whose double gains < CONVERGED; the next point is the first unrecorded one."""
+    points = [(e, load(runs, row, e)) for e in SWEEPS[row]]
+    done = [(e, r) for e, r in points if r is not None]
+    for (e1, r1), (e2, r2) in zip(points, points[1:]):
+        a, b = final_top1(r1), final_top1(r2)
+        if a is not None and b is not None and b - a < CONVERGED:
+            return e1, None, done
+    nxt = next((e for e, r in points if r is None), None)
+    return None, nxt, done
+
+
+def argv_for(bin_dir, root, row, epochs, out, resume, extra=()):
+    config = os.path.join(root, "configs", "paper", row + ".json")
+    argv = [os.path.join(bin_dir, "sima-train"), "--config", config,
+            "--set", "data.validation=%d" % VALIDATION, "--set", "data.validation_seed=%d" % VALIDATION_SEED,
+            "--set", "train.epochs=%d" % epochs, "--set", "train.seed=%d" % SWEEP_SEED,
+            "--set", "train.eval_every=1", "--out", out, "--quiet"] + list(extra)
+    return argv + (["--resume"] if resume else [])
+
+
+def epoch_rows(recs):
+    """The per-epoch fields a sweep record keeps (validation only: the test set is never read)."""
+    keep = ("epoch", "val_top1", "val_top5", "val_loss", "train_loss", "epoch_seconds")
+    return [{k: e[k] for k in keep if k in e} for e in recs]
+
+
+def time_to(rec, top1):
+    """Training seconds (the sum of epoch_seconds) until validation top-1 first reaches `top1`, or None."""
+    t = 0.0
+    for e in rec.get("epochs", []):
+        t += e.get("epoch_seconds", 0.0)
+        if e.get("val_top1", 0.0) >= top1:
+            return t
+    return None
