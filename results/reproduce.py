@@ -1,19 +1,27 @@
 #!/usr/bin/env python3
 """The SimA paper's claims at Fashion-MNIST scale: runs every row of the table and writes
-docs/RESULTS.md from what the runs recorded.
+docs/RESULTS.md from what the runs recorded, under the protocol at the top of that page.
 
     python3 results/reproduce.py list                 # rows, seeds, which runs are recorded
-    python3 results/reproduce.py run [--rows A,B] [--jobs 2] [--threads 1]
+    python3 results/reproduce.py sweep [--rows A,B] [--jobs 2]   # epoch sweeps, validation split
+    python3 results/reproduce.py run [--rows A,B] [--seeds 0,1] [--jobs 2] [--threads 1]
     python3 results/reproduce.py heatmaps             # saliency panels from the seed-0 checkpoints
     python3 results/reproduce.py report               # docs/RESULTS.md from results/runs/
 
+`sweep` (results/sweep.py) trains each architecture's SimA row on 50 000 training images with
+doubling epoch counts, evaluating 10 000 held-out training images every epoch, until doubling adds
+less than 0.3 points; records in results/runs/sweeps/. The test set is never read there.
+
 `run` trains each (row, seed) that has no record yet with build/bin/sima-train (configs/paper/<row>.json,
---set train.seed=S), evaluates DINO rows with sima-eval (k-NN and linear probe), runs the speed rows
-with sima-bench, and writes one JSON record per run to results/runs/<row>/s<seed>.json (command,
-wall time, per-epoch test top-1, outcome). Records are committed, so the table can be filled over
-several sittings; `run` never repeats a recorded run (delete its record to repeat it). Runs go
-`--jobs` at a time with `--threads` OpenMP threads each (2 x 1 by default on a 2-core machine:
-these models are too small to use two threads well).
+--set train.seed=S, and the epoch count its architecture's sweep chose, with the test set evaluated
+once after the last epoch), evaluates DINO rows with sima-eval (k-NN and linear probe), runs the
+speed rows with sima-bench, and writes one JSON record per run to results/runs/<row>/s<seed>.json
+(command, wall and CPU time, the test top-1, outcome). It refuses a row whose sweep has not
+converged unless given --allow-unconverged. Records are committed, so the table can be filled over
+several sittings; `run` never repeats a recorded run (delete its record to repeat it), and a run
+cut off by a killed sitting resumes from its train state. Runs go `--jobs` at a time with
+`--threads` OpenMP threads each (2 x 1 by default on a 2-core machine: these models are too small
+to use two threads well).
 """
 import argparse
 import datetime
@@ -36,26 +44,32 @@ PNGS = os.path.join(ROOT, "docs", "results")
 BIN = os.environ.get("SIMA_BIN_DIR", os.path.join(ROOT, "build", "bin"))  # e.g. a copy, to rebuild meanwhile
 OUT = os.path.join(ROOT, "runs", "paper")  # run folders (not committed)
 SMOKE = []  # --smoke: extra sima-train/sima-eval flags for a tiny budget
+ALLOW_UNCONVERGED = False  # run --allow-unconverged: final runs at a sweep's longest point
 
 # (row, claims, kind, seeds). kind: train = supervised sima-train; dino = sima-train with a dino
 # section, then k-NN and linear probe; bench = sima-bench presets.
 ROWS = [
     ("deit_softmax", [1, 2, 5], "train", 3),
-    ("deit_sima", [1, 2, 3, 4, 5], "train", 3),
+    ("deit_sima", [1, 2, 3, 5], "train", 3),
     ("xcit_xca", [1], "train", 3),
-    ("xcit_sima", [1], "train", 3),
+    ("xcit_sima", [1, 4], "train", 3),
     ("cvt_softmax", [1], "train", 3),
     ("cvt_sima", [1], "train", 3),
     ("deit_softmax_1head", [2], "train", 3),
     ("deit_sima_1head", [2], "train", 3),
     ("deit_sima_relu_mlp", [3], "train", 3),
     ("deit_softmax_relu_mlp", [3], "train", 3),  # control: is claim 3's ReLU effect about SimA at all?
-    ("deit_sima_l2", [4], "train", 1),
-    ("deit_sima_nonorm", [4], "train", 1),
-    ("deit_relu_attn", [5], "train", 1),
-    ("deit_soft", [5], "train", 1),
-    ("deit_linear_elu", [5], "train", 1),
-    ("deit_cosformer", [5], "train", 1),
+    ("xcit_sima_l2", [4], "train", 2),  # claim 4 on XCiT, as the paper (section 4: XCiT-S12/16 -> SimA)
+    ("xcit_sima_nonorm", [4], "train", 2),
+    ("deit_relu_attn", [5], "train", 2),
+    ("deit_soft", [5], "train", 2),
+    ("deit_linear_elu", [5], "train", 2),
+    ("deit_cosformer", [5], "train", 2),
+    ("deit_cosformer_cos1d", [5], "train", 2),
+    ("deit_performer", [5], "train", 2),
+    ("deit_nystromformer", [5], "train", 2),
+    ("deit_efficient", [5], "train", 2),
+    ("deit_linformer", [5], "train", 2),
     ("dino_xcit_xca", [6], "dino", 1),
     ("dino_xcit_sima", [6], "dino", 1),
     ("bench_table3", [7], "bench", 1),
@@ -151,6 +165,47 @@ def epoch_records(out_dir):
     return recs
 
 
+def final_plan(row, config):
+    """The protocol for a final run (docs/RESULTS.md, "Protocol"): all 60 000 training images, the
+    epoch count its architecture's sweep chose on the validation split, the test set evaluated once
+    at the end. {"sets": extra --set flags, "epochs", "from": where the epoch count comes from}."""
+    with open(config) as f:
+        cfg = json.load(f)
+    if cfg.get("data", {}).get("validation", 0):
+        sys.exit("reproduce.py: %s sets data.validation: a final run trains on all the training images"
+                 % os.path.relpath(config, ROOT))
+    if SMOKE:  # the smoke check's own tiny budget
+        return {"sets": [], "epochs": 1, "from": "smoke"}
+    srow = sweep.sweep_row_of(row)
+    if srow is None:  # no sweep for this architecture (DINO): the config's epochs
+        e = cfg["train"]["epochs"]
+        return {"sets": ["--set", "train.eval_every=%d" % e], "epochs": e, "from": "config (no sweep)"}
+    chosen, nxt, _ = sweep.status(RUNS, srow)
+    if chosen is None:
+        if not ALLOW_UNCONVERGED:
+            sys.exit("reproduce.py: %s: the %s sweep has not converged (next point: %s epochs); run"
+                     " `reproduce.py sweep --rows %s` first, or pass --allow-unconverged" % (row, srow, nxt, srow))
+        done = [e for e in sweep.SWEEPS[srow] if sweep.final_top1(sweep.load(RUNS, srow, e)) is not None]
+        if not done:
+            sys.exit("reproduce.py: %s: the %s sweep has no point recorded" % (row, srow))
+        chosen, src = done[-1], "sweep %s, not converged: its longest point" % srow
+    else:
+        src = "sweep %s, converged" % srow
+    return {"sets": ["--set", "train.epochs=%d" % chosen, "--set", "train.eval_every=%d" % chosen],
+            "epochs": chosen, "from": "%s (%d epochs)" % (src, chosen)}
+
+
+def resumable(out, plan):
+    """A run folder left by a killed sitting, with a train state and the same epoch count planned."""
+    try:
+        with open(os.path.join(out, "config.json")) as f:
+            stored = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return (os.path.exists(os.path.join(out, "train_state.safetensors")) and
+            stored.get("train", {}).get("epochs") == plan["epochs"])
+
+
 def run_one(row, seed, threads):
     _, claims, kind, _ = ROW[row]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="passive")
@@ -173,16 +228,19 @@ def run_one(row, seed, threads):
             rec["error"] = last
         return rec
 
-    if os.path.isdir(out):
-        shutil.rmtree(out)  # a run cut off earlier starts over: its record was never written
     config = os.path.join(ROOT, "configs", "paper", row + ".json")
-    argv = [os.path.join(BIN, "sima-train"), "--config", config, "--set", "train.seed=%d" % seed,
-            "--out", out, "--quiet"] + SMOKE
+    plan = final_plan(row, config)
+    argv = [os.path.join(BIN, "sima-train"), "--config", config, "--set", "train.seed=%d" % seed] + plan["sets"] + \
+        ["--out", out, "--quiet"] + SMOKE
+    resume = resumable(out, plan)
+    if os.path.isdir(out) and not resume:
+        shutil.rmtree(out)  # a run cut off before its first save, or planned otherwise: start over
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    code, wall, cpu, last = run_logged(argv, env, out + ".log")
+    code, wall, cpu, last = run_logged(argv + (["--resume"] if resume else []), env,
+                                       out + (".resume.log" if resume else ".log"))
     epochs = epoch_records(out)
     rec.update(command=user_command(argv, threads), wall_s=round(wall, 1), cpu_s=round(cpu, 1),
-               exit_code=code,
+               exit_code=code, epochs_from=plan["from"], resumed=resume,
                epochs=[{k: e[k] for k in e if k in ("epoch", "test_top1", "test_top5", "test_loss", "train_loss",
                                                        "teacher_entropy", "kl", "loss")} for e in epochs])
     if code != 0:
@@ -232,6 +290,8 @@ def cmd_run(args):
         use_smoke_dir(args.smoke)
         SMOKE.extend(["--set", "data.train_subset=256", "--set", "data.test_subset=128", "--set", "train.epochs=1",
                       "--set", "data.batch_size=64"])
+    global ALLOW_UNCONVERGED
+    ALLOW_UNCONVERGED = args.allow_unconverged
     rows = args.rows.split(",") if args.rows else [r[0] for r in ROWS]
     for r in rows:
         if r not in ROW:
@@ -384,6 +444,8 @@ if __name__ == "__main__":
     pr.add_argument("--threads", type=int, default=1, help="OpenMP threads per run")
     pr.add_argument("--smoke", default="", metavar="DIR",
                     help="check the script: 1 epoch on 256 images, records and runs under DIR")
+    pr.add_argument("--allow-unconverged", action="store_true",
+                    help="train final runs at the longest recorded sweep point when the sweep has not converged")
     sp = sub.add_parser("sweep", help="the protocol's epoch sweeps on the validation split (results/sweep.py)")
     sp.add_argument("--rows", default="", help="comma-separated sweep rows (default: all)")
     sp.add_argument("--jobs", type=int, default=2, help="rows at a time")
@@ -408,4 +470,5 @@ if __name__ == "__main__":
         if a.records:
             RUNS = a.records
         import report
-        report.write(ROOT, ROWS, load_record, a.records_to, heatmaps=[(r, load_heatmap(r)) for r in HEATMAP_ROWS])
+        report.write(ROOT, ROWS, load_record, a.records_to, heatmaps=[(r, load_heatmap(r)) for r in HEATMAP_ROWS],
+                     runs=RUNS)

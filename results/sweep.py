@@ -55,14 +55,23 @@ def final_top1(rec):
 def status(runs, row):
     """(chosen epochs or None, next epochs to run or None, [(epochs, record)...] recorded in order).
     Chosen: the first E whose double gains < CONVERGED; the next point is the first unrecorded one."""
-    points = [(e, load(runs, row, e)) for e in SWEEPS[row]]
+    points = [(e, load(runs, row, e)) for e in sorted(set(SWEEPS[row]) | set(recorded_epochs(runs, row)))]
     done = [(e, r) for e, r in points if r is not None]
     for (e1, r1), (e2, r2) in zip(points, points[1:]):
         a, b = final_top1(r1), final_top1(r2)
-        if a is not None and b is not None and b - a < CONVERGED:
+        if e2 == 2 * e1 and a is not None and b is not None and b - a < CONVERGED:
             return e1, None, done
     nxt = next((e for e, r in points if r is None), None)
     return None, nxt, done
+
+
+def recorded_epochs(runs, row):
+    """The epoch counts with a record for `row` (the planned ones and any other, e.g. a smoke check's)."""
+    d, prefix = os.path.join(runs, "sweeps"), row + "_e"
+    if not os.path.isdir(d):
+        return []
+    return [int(f[len(prefix):-5]) for f in os.listdir(d)
+            if f.startswith(prefix) and f.endswith(".json") and f[len(prefix):-5].isdigit()]
 
 
 def argv_for(bin_dir, root, row, epochs, out, resume, extra=()):

@@ -1,7 +1,8 @@
 #!/bin/bash
 # results/reproduce.py end to end at a tiny budget (run --smoke: 1 epoch on 256 images):
 # a supervised row, a DINO row with its k-NN and linear probe, the heatmap panels of both,
-# and the report from those records. Checks that the script the paper table depends on works.
+# the epoch sweep of one row on the validation split, and the report from those records.
+# Checks that the script the paper table depends on works.
 #   tests/results/smoke.sh BIN_DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -13,6 +14,7 @@ py=python3
 rows=deit_sima_relu_mlp,dino_xcit_sima
 $py "$root/results/reproduce.py" run --smoke "$dir" --rows $rows --seeds 0 --jobs 1
 $py "$root/results/reproduce.py" heatmaps --smoke "$dir" --rows $rows
+$py "$root/results/reproduce.py" sweep --smoke "$dir" --rows cvt_sima --jobs 1
 $py "$root/results/reproduce.py" report --records "$dir/records" --to "$dir/RESULTS.md"
 
 fail() { echo "smoke.sh: $*" >&2; exit 1; }
@@ -24,5 +26,11 @@ done
 grep -q '"exit_code": 0' "$dir/records/deit_sima_relu_mlp/s0.json" || fail "the training run failed"
 grep -q '"linear_probe"' "$dir/records/dino_xcit_sima/s0.json" || fail "the DINO record has no linear probe"
 grep -q '^| DeiT SimA | .* | .* |' "$dir/RESULTS.md" || fail "the report has no claim 3 row"
+for e in 1 2; do
+  [ -f "$dir/records/sweeps/cvt_sima_e$e.json" ] || fail "no sweep record cvt_sima_e$e"
+done
+grep -q '"val_top1"' "$dir/records/sweeps/cvt_sima_e2.json" || fail "the sweep record has no validation top-1"
+grep -q '"test_top1"' "$dir/records/sweeps/cvt_sima_e2.json" && fail "the sweep record read the test set"
+grep -q '^| cvt_sima | 2 | ' "$dir/RESULTS.md" || fail "the report has no sweep row"
 grep -q '^\*\*dino_xcit_sima\*\* (layer' "$dir/RESULTS.md" || fail "the report has no heatmap panels"
 echo "smoke.sh: reproduce.py run, heatmaps and report work"

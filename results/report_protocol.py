@@ -1,0 +1,119 @@
+"""The protocol and sweep sections of docs/RESULTS.md (report.py writes the rest): what every
+final run is allowed to choose and on which images, then each architecture's epoch sweep on the
+validation split as recorded in results/runs/sweeps/."""
+import json
+import os
+import statistics
+
+import sweep
+
+
+def fmt_hours(secs):
+    return "%.1f h" % (secs / 3600) if secs >= 3600 else "%d min" % round(secs / 60)
+
+
+def protocol_section(out):
+    out.append("## Protocol\n")
+    out.append(
+        "Every setting a run could be tuned by (epochs, learning rate, weight decay, augmentation, drop path,"
+        " batch size) is chosen on a **validation split**, never on the test set:\n")
+    out.append(
+        "- The split: %d of the 60 000 Fashion-MNIST training images, a seeded permutation fixed by"
+        " `data.validation_seed` = %d, the same for every run and every training seed (`data.validation` in"
+        " [training.md](training.md)). A run on the split trains on the other %d images and evaluates the"
+        " held-out ones; it never opens the test files." % (sweep.VALIDATION, sweep.VALIDATION_SEED,
+                                                            60000 - sweep.VALIDATION))
+    out.append(
+        "- The epoch count of each architecture is chosen by a sweep on one seed (%d) of its SimA row:"
+        " the epochs double until doubling them adds less than %.1f points of final validation top-1; the"
+        " chosen count is the shorter of that last pair. `reproduce.py sweep` runs it." % (sweep.SWEEP_SEED,
+                                                                                           sweep.CONVERGED))
+    out.append(
+        "- A final run (`reproduce.py run`) retrains on all 60 000 training images with the chosen settings"
+        " and evaluates the test set **once**, after its last epoch (`train.eval_every` = epochs). The script"
+        " refuses a final row whose config holds a validation split, and one whose architecture's sweep has"
+        " not converged unless told `--allow-unconverged` (the record then says so).")
+    out.append(
+        "- The other settings are each config's in `configs/paper/` as they stand; they were not swept, which"
+        " the discussion takes into account.")
+    out.append(
+        "- Statistics: mean ± sample standard deviation over seeds; each difference with its 95 % Welch"
+        " confidence interval (unequal variances, Welch–Satterthwaite degrees of freedom, `results/stats.py`)."
+        " A paper figure is *consistent* when it lies inside that interval; with 2–3 seeds the intervals are"
+        " wide, and a claim is called inconclusive when its interval holds both 0 and the paper's figure.\n")
+
+
+def sweep_records(runs):
+    """Every sweep record, in SWEEPS order."""
+    return [r for row in sweep.SWEEPS for _, r in sweep.status(runs, row)[2]]
+
+
+def sweep_section(runs, out):
+    out.append("## Epoch sweeps (validation split)\n")
+    out.append("Final validation top-1 (%) of each sweep point (one seed), the best epoch's, and the gain over"
+               " the point with half the epochs; CPU time is user + system of the run's sittings.\n")
+    out.append("| sweep row | epochs | val top-1 (last) | best (epoch) | gain over half | CPU | status |")
+    out.append("|---|---|---|---|---|---|---|")
+    for row in sweep.SWEEPS:
+        chosen, nxt, done = sweep.status(runs, row)
+        if not done:
+            out.append("| %s | — | not run | | | | next: %d epochs |" % (row, nxt))
+            continue
+        prev = None
+        for e, rec in done:
+            top1 = sweep.final_top1(rec)
+            if top1 is None:
+                out.append("| %s | %d | failed: %s | | | %s | |" % (row, e, rec.get("error", "").replace("|", "/"),
+                                                                   fmt_hours(rec["cpu_s"])))
+                prev = None
+                continue
+            best = max(rec["epochs"], key=lambda x: x["val_top1"])
+            gain = "%+.2f" % (top1 - prev[1]) if prev and prev[0] * 2 == e else "—"
+            state = "chosen" if chosen == e else ""
+            out.append("| %s | %d | %.2f | %.2f (%d) | %s | %s | %s |" % (row, e, top1, best["val_top1"], best["epoch"],
+                                                                         gain, fmt_hours(rec["cpu_s"]), state))
+            prev = (e, top1)
+        if chosen is None:
+            out.append("| %s | | | | | | %s |" % (row, "next: %d epochs" % nxt if nxt else "not converged at the last point"))
+    out.append("")
+    out.append("Time to accuracy (training time, the sum of the epochs' wall seconds at one thread, until the"
+               " validation top-1 first reaches 90 % and 92 %; from the longest recorded point of each sweep):\n")
+    out.append("| sweep row | epochs | to 90 % | to 92 % |")
+    out.append("|---|---|---|---|")
+    for row in sweep.SWEEPS:
+        _, _, done = sweep.status(runs, row)
+        ok = [(e, r) for e, r in done if sweep.final_top1(r) is not None]
+        if not ok:
+            continue
+        e, rec = ok[-1]
+        cells = []
+        for target in (90.0, 92.0):
+            t = sweep.time_to(rec, target)
+            cells.append(fmt_hours(t) if t is not None else "not reached")
+        out.append("| %s | %d | %s | %s |" % (row, e, cells[0], cells[1]))
+    out.append("")
+
+
+def pre_protocol_section(runs, out):
+    """The runs made before the protocol (5 epochs, the test set evaluated after every epoch), kept
+    in results/runs/pre_protocol/ as they were recorded; no claim above reads them."""
+    base = os.path.join(runs, "pre_protocol")
+    if not os.path.isdir(base):
+        return
+    out.append("## Before the protocol\n")
+    out.append("Runs recorded before the protocol above existed: 5 epochs (DINO 3), the test set evaluated after every"
+               " epoch and no setting chosen on held-out data. They are kept in `results/runs/pre_protocol/` with"
+               " their commands (the commit each names has the configs they ran); no table above uses them.\n")
+    out.append("| row | seeds | test top-1 after 5 epochs | CPU per run |")
+    out.append("|---|---|---|---|")
+    for row in sorted(os.listdir(base)):
+        recs = []
+        for f in sorted(os.listdir(os.path.join(base, row))):
+            with open(os.path.join(base, row, f)) as fh:
+                recs.append(json.load(fh))
+        top = [r["top1"] for r in recs if "top1" in r]
+        cell = ("%.2f ± %.2f" % (statistics.mean(top), statistics.stdev(top)) if len(top) > 1 else
+                "%.2f" % top[0] if top else "see its record")
+        cpu = statistics.mean(r.get("cpu_s", 0) for r in recs)
+        out.append("| %s | %d | %s | %s |" % (row, len(recs), cell, fmt_hours(cpu)))
+    out.append("")

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""The protocol of docs/RESULTS.md as results/reproduce.py enforces it, on made-up sweep records:
+which epoch count a sweep chooses, what a final run is given, and what it refuses."""
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results"))
+import reproduce  # noqa: E402
+import sweep  # noqa: E402
+
+fails = []
+
+
+def check(ok, what):
+    if not ok:
+        fails.append(what)
+
+
+def record(runs, row, epochs, top1s):
+    rec = {"exit_code": 0, "cpu_s": 1.0,
+           "epochs": [{"epoch": i + 1, "val_top1": t, "epoch_seconds": 10.0} for i, t in enumerate(top1s)]}
+    reproduce.write_json(sweep.record_path(runs, row, epochs), rec)
+
+
+def refused(fn):
+    try:
+        fn()
+    except SystemExit as e:
+        return str(e)
+    return ""
+
+
+with tempfile.TemporaryDirectory() as d:
+    reproduce.RUNS = d
+    cfg = os.path.join(reproduce.ROOT, "configs", "paper", "cvt_sima.json")
+    # No sweep point: a final row is refused, naming the sweep to run.
+    msg = refused(lambda: reproduce.final_plan("cvt_softmax", cfg))
+    check("the cvt_sima sweep has not converged (next point: 25 epochs)" in msg, "no sweep: " + msg)
+    # 25 -> 50 gains 1.0 point: not converged; --allow-unconverged takes the longest point.
+    record(d, "cvt_sima", 25, [85.0, 90.0])
+    record(d, "cvt_sima", 50, [85.0, 91.0])
+    check(sweep.status(d, "cvt_sima")[:2] == (None, 100), "status after 25, 50: %r" % (sweep.status(d, "cvt_sima")[:2],))
+    check("next point: 100 epochs" in refused(lambda: reproduce.final_plan("cvt_sima", cfg)), "unconverged refused")
+    reproduce.ALLOW_UNCONVERGED = True
+    plan = reproduce.final_plan("cvt_sima", cfg)
+    check(plan["epochs"] == 50 and plan["sets"] == ["--set", "train.epochs=50", "--set", "train.eval_every=50"],
+          "allowed unconverged: %r" % plan)
+    check("not converged" in plan["from"], plan["from"])
+    reproduce.ALLOW_UNCONVERGED = False
+    # 50 -> 100 gains 0.2 < 0.3: converged at 50, for every cvt row; the test set once, at the end.
+    record(d, "cvt_sima", 100, [85.0, 91.2])
+    check(sweep.status(d, "cvt_sima")[:2] == (50, None), "converged at 50")
+    plan = reproduce.final_plan("cvt_softmax", os.path.join(reproduce.ROOT, "configs", "paper", "cvt_softmax.json"))
+    check(plan["epochs"] == 50 and "train.eval_every=50" in plan["sets"], "converged plan: %r" % plan)
+    # Time to accuracy: the epochs' seconds until the first epoch at or above the target.
+    check(sweep.time_to(sweep.load(d, "cvt_sima", 100), 90.0) == 20.0, "time to 90")
+    check(sweep.time_to(sweep.load(d, "cvt_sima", 100), 92.0) is None, "92 never reached")
+    # A final config holding a validation split is refused.
+    bad = os.path.join(d, "bad.json")
+    with open(cfg) as f:
+        c = json.load(f)
+    c["data"]["validation"] = 10000
+    with open(bad, "w") as f:
+        json.dump(c, f)
+    check("sets data.validation" in refused(lambda: reproduce.final_plan("cvt_sima", bad)), "validation in final config")
+    # DINO rows have no sweep: their config's epochs, evaluated at the end.
+    p = reproduce.final_plan("dino_xcit_sima", os.path.join(reproduce.ROOT, "configs", "paper", "dino_xcit_sima.json"))
+    check(p["from"] == "config (no sweep)", "dino plan: %r" % p)
+    # Every row's architecture maps to the sweep that chooses its epochs.
+    for row, _, kind, _ in reproduce.ROWS:
+        if kind == "train":
+            check(sweep.sweep_row_of(row) in sweep.SWEEPS, "%s has no sweep" % row)
+
+if fails:
+    print("test_protocol.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
+    sys.exit(1)
+print("test_protocol.py: all passed")

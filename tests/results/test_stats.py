@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""results/stats.py, the statistics behind docs/RESULTS.md: Student's t quantiles against the
+textbook table, Welch's interval against a hand computation, and the verdict wording."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results"))
+import stats  # noqa: E402
+
+fails = []
+
+
+def check(ok, what):
+    if not ok:
+        fails.append(what)
+
+
+# t_0.975 for 1, 2, 4, 10, 30 degrees of freedom and the normal limit (any statistics textbook).
+for df, t in ((1, 12.706), (2, 4.303), (4, 2.776), (10, 2.228), (30, 2.042), (1e7, 1.960)):
+    check(abs(stats.t_quantile(0.975, df) - t) < 1e-3, "t_0.975(%g) = %.4f, want %.3f" % (df, stats.t_quantile(0.975, df), t))
+check(abs(stats.t_quantile(0.95, 5) - 2.015) < 1e-3, "t_0.95(5)")
+check(abs(stats.t_cdf(0.0, 3) - 0.5) < 1e-12, "t_cdf(0) = 0.5")
+
+# Welch by hand: a = 1, 2, 3 (var 1), b = 2, 4, 6, 8 (var 20/3). se^2 = 1/3 + 5/3 = 2;
+# df = 4 / ((1/3)^2 / 2 + (5/3)^2 / 3) = 4 / (1/18 + 25/27) = 4.0755; d = 2 - 5 = -3.
+w = stats.welch([1, 2, 3], [2, 4, 6, 8])
+check(abs(w["d"] + 3) < 1e-12 and abs(w["se"] - 2 ** 0.5) < 1e-12, "welch d, se: %r" % w)
+check(abs(w["df"] - 4 / (1 / 18 + 25 / 27)) < 1e-9, "welch df: %r" % w)
+h = stats.t_quantile(0.975, w["df"]) * 2 ** 0.5
+check(abs(w["lo"] + 3 + h) < 1e-9 and abs(w["hi"] + 3 - h) < 1e-9, "welch interval: %r" % w)
+check(2.75 < h / 2 ** 0.5 < 2.78, "t at 4.08 df between t(4) and t(5)")
+
+# Verdicts: inside, outside, no interval.
+check(stats.verdict(w, -1.0) == "inconclusive at n = 3, 4 (holds both 0 and the paper's -1.0)", stats.verdict(w, -1.0))
+w0 = stats.welch([1, 2, 3], [11, 12, 13])
+check(stats.verdict(w0, -10.0) == "consistent with the paper (-10.0 inside; interval excludes 0)", stats.verdict(w0, -10.0))
+check(stats.verdict(w0, 0.0) == "differs from the paper (+0.0 outside)", stats.verdict(w0, 0.0))
+check(stats.verdict(w, 5.0) == "differs from the paper (+5.0 outside)", stats.verdict(w, 5.0))
+check(stats.verdict(stats.welch([1], [2, 3]), 0.0) == "no interval (n = 1 and 2)", "n = 1")
+check(stats.fmt_welch(stats.welch([1], [2, 3])) == "-1.50", "fmt without interval")
+
+if fails:
+    print("test_stats.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
+    sys.exit(1)
+print("test_stats.py: all passed")
