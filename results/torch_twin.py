@@ -15,6 +15,9 @@ prints the result as its last line: {"twin": "pytorch", "top1", "set", "wall_s",
 "threads", "parameters", ...}. --smoke: 256 training and 128 test images, 1 epoch, batch 64
 (results/reproduce.py's smoke budget). Exit code 1 with "error: ..." on a refused config or a
 non-finite loss. `run(config_path, sets, out_dir, threads)` does the same from Python.
+--eval-checkpoint FILE evaluates a sima-train model.safetensors on the evaluation images the
+config selects instead of training (tests/results/torch_twin_smoke.sh: the same top-1 and loss
+as sima-train's, which proves the model, the data indices and the evaluation transform equal).
 
 The config: every key of sima.cpp's schema (train/config.h, models/config_fields.cpp) is known
 here. A key the twin reads (READ) may take any valid value; a key that cannot change the numbers
@@ -177,6 +180,8 @@ def resolve(doc):
         if key not in c:
             section = key.rpartition(".")[0]
             known = sorted(k for k in c if k.rpartition(".")[0] == section)
+            if not known:
+                raise ConfigError(f"{key}: unknown key (sections: {', '.join(sorted({k.split('.')[0] for k in c}))})")
             raise ConfigError(f"{key}: unknown key (known in {section or 'the top level'}: {', '.join(known)})")
         if key not in READ and key not in NO_EFFECT and not same(value, DEFAULTS[key]):
             raise ConfigError(f"{key}: {json.dumps(value)} is not implemented by the twin "
