@@ -66,6 +66,8 @@ import torch.nn.functional as F
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
 from cvt_peer import CvT  # noqa: E402  (the quickstart CvT, layer for layer as models/cvt.cpp)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sima_rng  # noqa: E402  (sima.cpp's data streams: subsets, split, batch order, crops, flips)
 
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 SMOKE_SETS = ["data.train_subset=256", "data.test_subset=128", "train.epochs=1", "data.batch_size=64"]
@@ -242,66 +244,6 @@ def load_config(config_path, sets):
     return resolve(doc)
 
 
-# ---- sima.cpp's seeded subsets (core/rng.cpp, train/data_spec.cpp) ---------------------------
-
-M64 = (1 << 64) - 1
-
-
-class Xoshiro:
-    """sima::Generator: xoshiro256** with a splitmix64-seeded state."""
-
-    def __init__(self, seed):
-        x, self.s = seed & M64, []
-        for _ in range(4):
-            x = (x + 0x9E3779B97F4A7C15) & M64
-            z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
-            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-            self.s.append(z ^ (z >> 31))
-
-    def next_u64(self):
-        s0, s1, s2, s3 = self.s
-        r = ((((s1 * 5) & M64) << 7 | ((s1 * 5) & M64) >> 57) & M64) * 9 & M64
-        t = (s1 << 17) & M64
-        s2 ^= s0
-        s3 ^= s1
-        s1 ^= s2
-        s0 ^= s3
-        s2 ^= t
-        s3 = ((s3 << 45) | (s3 >> 19)) & M64
-        self.s = [s0, s1, s2, s3]
-        return r
-
-    def randint(self, n):  # uniform in [0, n), rejection of the top partial block
-        if n <= 1:
-            return 0
-        limit = M64 - M64 % n
-        while True:
-            r = self.next_u64()
-            if r < limit:
-                return r % n
-
-
-def seeded_permutation(size, seed):  # Fisher-Yates from the top, as train/data_spec.cpp
-    perm, gen = list(range(size)), Xoshiro(seed)
-    for i in range(size - 1, 0, -1):
-        j = gen.randint(i + 1)
-        perm[i], perm[j] = perm[j], perm[i]
-    return perm
-
-
-def random_subset(indices, n, seed):  # sorted perm[:n] of the dataset `indices`; n >= size: all
-    if n == 0 or n >= len(indices):
-        return indices
-    return [indices[i] for i in sorted(seeded_permutation(len(indices), seed)[:n])]
-
-
-def holdout_split(size, n, seed):  # (train, validation) image indices
-    if not 0 < n < size:
-        raise ConfigError(f"data.validation: {n} must be in [1, {size - 1}] (0 = no validation split)")
-    perm = seeded_permutation(size, seed)
-    return sorted(perm[n:]), sorted(perm[:n])
-
-
 # ---- data -------------------------------------------------------------------------------------
 
 def load_fashion_mnist(split):  # -> uint8 images (N, 1, 28, 28), int64 labels (N,)
@@ -318,13 +260,15 @@ def datasets(c):
     xtr, ytr = load_fashion_mnist("train")
     train_idx = list(range(len(xtr)))
     if c["data.validation"] > 0:  # the held-out split replaces the test set, which is never read
-        train_idx, eval_idx = holdout_split(len(xtr), c["data.validation"], c["data.validation_seed"])
+        if not 0 < c["data.validation"] < len(xtr):
+            raise ConfigError(f"data.validation: {c['data.validation']} must be in [1, {len(xtr) - 1}]")
+        train_idx, eval_idx = sima_rng.holdout_split(len(xtr), c["data.validation"], c["data.validation_seed"])
         xte, yte, which = xtr, ytr, "val"
     else:
         xte, yte = load_fashion_mnist("test")
         eval_idx, which = list(range(len(xte))), "test"
-    train_idx = random_subset(train_idx, c["data.train_subset"], c["train.seed"])
-    eval_idx = random_subset(eval_idx, c["data.test_subset"], c["train.seed"] + 1)
+    train_idx = sima_rng.random_subset(train_idx, c["data.train_subset"], c["train.seed"])
+    eval_idx = sima_rng.random_subset(eval_idx, c["data.test_subset"], c["train.seed"] + 1)
     tr, ev = torch.tensor(train_idx), torch.tensor(eval_idx)
     return xtr[tr], ytr[tr], xte[ev], yte[ev], which
 
@@ -334,20 +278,18 @@ def normalise(x, c):  # uint8 or [0, 1] float (B, 1, 28, 28) -> (x - mean) / std
         (x - c["model.mean"][0]) / c["model.std"][0]
 
 
-def augment(x, c, gen):
-    """Per image: zero padding, random crop back to 28x28, horizontal flip, normalisation."""
+def augment(x, c, epoch, idx):
+    """sima.cpp's train transform of training samples idx (positions in the training set) in
+    epoch `epoch`: zero padding, the crop back to 28x28, the horizontal flip, normalisation; the
+    offsets and flips are the ones sima.cpp draws for these samples (sima_rng.crop_flip_draws)."""
     B, H, W, p = x.shape[0], x.shape[2], x.shape[3], c["augment.padding"]
-    x = x.float() / 255.0
-    if p > 0:
-        x = F.pad(x, (p, p, p, p))
-        top = torch.randint(0, 2 * p + 1, (B,), generator=gen)
-        left = torch.randint(0, 2 * p + 1, (B,), generator=gen)
-        rows = (top[:, None] + torch.arange(H))[:, :, None]   # (B, H, 1)
-        cols = (left[:, None] + torch.arange(W))[:, None, :]  # (B, 1, W)
-        x = x[torch.arange(B)[:, None, None], 0, rows, cols].unsqueeze(1)
-    if c["augment.hflip"] > 0:
-        flip = torch.rand(B, generator=gen) < c["augment.hflip"]
-        x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+    draws = [sima_rng.crop_flip_draws(c["train.seed"], epoch, i, p, c["augment.hflip"]) for i in idx.tolist()]
+    top, left, flip = (torch.tensor(v) for v in zip(*draws))
+    x = F.pad(x.float() / 255.0, (p, p, p, p))
+    rows = (top[:, None] + torch.arange(H))[:, :, None]   # (B, H, 1)
+    cols = (left[:, None] + torch.arange(W))[:, None, :]  # (B, 1, W)
+    x = x[torch.arange(B)[:, None, None], 0, rows, cols].unsqueeze(1)  # (B, 1, H, W)
+    x = torch.where(flip[:, None, None, None], x.flip(-1), x)
     return normalise(x, c)
 
 
@@ -438,15 +380,53 @@ def eval_checkpoint(c, path):
 
 # ---- the run ----------------------------------------------------------------------------------
 
-def train(c, out_dir, log):
-    """Trains as sima-train would; writes out_dir/metrics.jsonl; returns the result fields."""
+def train_epoch(model, opt, c, data, epoch, step, sched, metrics):
+    """One epoch of sima-train's loop: per step the scheduled lr, the label-smoothed loss of
+    the augmented batch, backward, AdamW. Returns (steps done, mean loss, last lr)."""
+    xtr, ytr = data
+    B, steps_per_epoch = c["data.batch_size"], len(xtr) // c["data.batch_size"]
+    order = torch.tensor(sima_rng.epoch_order(len(xtr), c["train.seed"], epoch))  # sima.cpp's batches
+    model.train()
+    loss_sum, window = 0.0, []
+    for b in range(steps_per_epoch):
+        idx = order[b * B:(b + 1) * B]
+        lr = sched(step)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        loss = F.cross_entropy(model(augment(xtr[idx], c, epoch, idx)), ytr[idx],
+                               label_smoothing=c["train.label_smoothing"])
+        value = loss.item()
+        if not math.isfinite(value):
+            raise FloatingPointError(f"the loss is not finite ({value}) at step {step + 1}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step += 1
+        loss_sum += value
+        window.append(value)
+        if step % c["train.log_every"] == 0:
+            grad_norm = torch.norm(torch.stack([p.grad.norm() for p in model.parameters()])).item()
+            metrics.write(json.dumps({"kind": "step", "step": step, "epoch": step / steps_per_epoch,
+                                      "loss": sum(window) / len(window), "lr": lr, "grad_norm": grad_norm,
+                                      "weight_decay": c["optimizer.weight_decay"]}) + "\n")
+            window = []
+    return step, loss_sum / steps_per_epoch, lr
+
+
+def train(c, out_dir, log, init_from=None):
+    """Trains as sima-train would; writes out_dir/metrics.jsonl; returns the result fields.
+    init_from: start from these weights (a sima-train checkpoint) instead of a seeded init."""
     torch.manual_seed(c["train.seed"])
     xtr, ytr, xev, yev, which = datasets(c)
-    B = c["data.batch_size"]
-    steps_per_epoch = len(xtr) // B  # drop_last
+    steps_per_epoch = len(xtr) // c["data.batch_size"]  # drop_last
     if steps_per_epoch < 1:
-        raise ConfigError(f"data.batch_size: {B} exceeds the {len(xtr)} training images: no full batch")
+        raise ConfigError(f"data.batch_size: {c['data.batch_size']} exceeds the {len(xtr)} training images")
     model = build_model(c)
+    if init_from:
+        load_safetensors(init_from, model)
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.reset_running_stats()
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(param_groups(model, c), lr=effective_lr(c), eps=c["optimizer.eps"],
                             betas=(c["optimizer.beta1"], c["optimizer.beta2"]))
@@ -454,56 +434,31 @@ def train(c, out_dir, log):
     warmup = int(math.floor(c["schedule.warmup_epochs"] * steps_per_epoch + 0.5))  # llround
     if warmup > total:
         raise ConfigError(f"schedule.warmup_epochs: {c['schedule.warmup_epochs']} is longer than train.epochs")
-    gen = torch.Generator().manual_seed(c["train.seed"])
     log(f"run {out_dir}: cvt {params} parameters, {len(xtr)} training images, {steps_per_epoch} steps/epoch, "
         f"lr {effective_lr(c):g} (AdamW), torch {torch.__version__}, {torch.get_num_threads()} threads")
-    metrics = open(os.path.join(out_dir, "metrics.jsonl"), "w")
     step, best, last = 0, -1.0, None
-    for epoch in range(c["train.epochs"]):
-        model.train()
-        t_epoch, loss_sum, window = time.monotonic(), 0.0, []
-        perm = torch.randperm(len(xtr), generator=gen)
-        for b in range(steps_per_epoch):
-            idx = perm[b * B:(b + 1) * B]
-            lr = lr_at(step, c, warmup, total)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            loss = F.cross_entropy(model(augment(xtr[idx], c, gen)), ytr[idx],
-                                   label_smoothing=c["train.label_smoothing"])
-            value = loss.item()
-            if not math.isfinite(value):
-                raise FloatingPointError(f"the loss is not finite ({value}) at step {step + 1}")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None]))
-            opt.step()
-            step += 1
-            loss_sum += value
-            window.append(value)
-            if step % c["train.log_every"] == 0:
-                metrics.write(json.dumps({"kind": "step", "step": step, "epoch": step / steps_per_epoch,
-                                          "loss": sum(window) / len(window), "lr": lr,
-                                          "weight_decay": c["optimizer.weight_decay"],
-                                          "grad_norm": grad_norm.item()}) + "\n")
-                window = []
-        rec = {"kind": "epoch", "epoch": epoch + 1, "step": step, "train_loss": loss_sum / steps_per_epoch,
-               "lr": lr, "epoch_seconds": time.monotonic() - t_epoch}
-        if epoch + 1 == c["train.epochs"] or (epoch + 1) % c["train.eval_every"] == 0:
-            ev_loss, top1, top5, img_s = evaluate(model, xev, yev, c)
-            rec.update({which + "_loss": ev_loss, which + "_top1": top1, which + "_top5": top5,
-                        "eval_img_per_s": img_s})
-            best, last = max(best, top1), top1
-            log(f"epoch {epoch + 1}/{c['train.epochs']}  train loss {rec['train_loss']:.4f}  {which} loss "
-                f"{ev_loss:.4f}  top-1 {top1:.2f}%  top-5 {top5:.2f}%")
-        rec["best_top1"] = max(0.0, best)
-        metrics.write(json.dumps(rec) + "\n")
-        metrics.flush()
-    metrics.close()
+    with open(os.path.join(out_dir, "metrics.jsonl"), "w") as metrics:
+        for epoch in range(c["train.epochs"]):
+            t_epoch = time.monotonic()
+            step, train_loss, lr = train_epoch(model, opt, c, (xtr, ytr), epoch, step,
+                                               lambda t: lr_at(t, c, warmup, total), metrics)
+            rec = {"kind": "epoch", "epoch": epoch + 1, "step": step, "train_loss": train_loss, "lr": lr,
+                   "epoch_seconds": time.monotonic() - t_epoch}
+            if epoch + 1 == c["train.epochs"] or (epoch + 1) % c["train.eval_every"] == 0:
+                ev_loss, top1, top5, img_s = evaluate(model, xev, yev, c)
+                rec.update({which + "_loss": ev_loss, which + "_top1": top1, which + "_top5": top5,
+                            "eval_img_per_s": img_s})
+                best, last = max(best, top1), top1
+                log(f"epoch {epoch + 1}/{c['train.epochs']}  train loss {train_loss:.4f}  {which} loss "
+                    f"{ev_loss:.4f}  top-1 {top1:.2f}%  top-5 {top5:.2f}%")
+            rec["best_top1"] = max(0.0, best)
+            metrics.write(json.dumps(rec) + "\n")
+            metrics.flush()
     return {"top1": last, "set": which, "best_top1": best, "parameters": params, "steps": step,
             "train_images": len(xtr), "eval_images": len(xev)}
 
 
-def run(config_path, sets=(), out_dir="runs/torch_twin", threads=1, quiet=True):
+def run(config_path, sets=(), out_dir="runs/torch_twin", threads=1, quiet=True, init_from=None):
     """Trains the twin of `sima-train --config config_path --set ...`; returns the result dict
     (also written to out_dir/result.json). Raises ConfigError for a config the twin refuses."""
     t0, cpu0 = time.monotonic(), time.process_time()
@@ -512,7 +467,7 @@ def run(config_path, sets=(), out_dir="runs/torch_twin", threads=1, quiet=True):
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(c, f, indent=1, sort_keys=True)
-    res = train(c, out_dir, (lambda s: None) if quiet else (lambda s: print(s, flush=True)))
+    res = train(c, out_dir, (lambda s: None) if quiet else (lambda s: print(s, flush=True)), init_from)
     res = {"twin": "pytorch", "torch": torch.__version__, "config": config_path, "sets": list(sets), **res,
            "wall_s": round(time.monotonic() - t0, 2), "cpu_s": round(time.process_time() - cpu0, 2),
            "threads": torch.get_num_threads(), "out": out_dir}
@@ -531,6 +486,8 @@ def main():
     p.add_argument("--quiet", action="store_true", help="only the final JSON line")
     p.add_argument("--eval-checkpoint", metavar="FILE", help="instead of training: evaluate a sima-train "
                    "model.safetensors on the config's evaluation images (the same subset as sima-train's)")
+    p.add_argument("--init-from", metavar="FILE", help="start from a sima-train checkpoint's weights (BatchNorm "
+                   "statistics reset) instead of a seeded init: with the same batches, the same step losses")
     a = p.parse_args()
     if a.threads < 1:
         sys.exit("error: --threads must be >= 1")
@@ -542,7 +499,7 @@ def main():
             torch.set_num_threads(a.threads)
             res = eval_checkpoint(load_config(a.config, sets), a.eval_checkpoint)
         else:
-            res = run(a.config, sets, a.out, a.threads, a.quiet)
+            res = run(a.config, sets, a.out, a.threads, a.quiet, a.init_from)
     except (ConfigError, FloatingPointError, OSError, RuntimeError) as e:
         sys.exit(f"error: {e}")
     print(json.dumps(res))
