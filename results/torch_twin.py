@@ -15,9 +15,13 @@ prints the result as its last line: {"twin": "pytorch", "top1", "set", "wall_s",
 "threads", "parameters", ...}. --smoke: 256 training and 128 test images, 1 epoch, batch 64
 (results/reproduce.py's smoke budget). Exit code 1 with "error: ..." on a refused config or a
 non-finite loss. `run(config_path, sets, out_dir, threads)` does the same from Python.
---eval-checkpoint FILE evaluates a sima-train model.safetensors on the evaluation images the
-config selects instead of training (tests/results/torch_twin_smoke.sh: the same top-1 and loss
-as sima-train's, which proves the model, the data indices and the evaluation transform equal).
+Two checks against sima.cpp (both in tests/results/torch_twin_smoke.sh):
+  --eval-checkpoint FILE  evaluates a sima-train model.safetensors on the images the config
+                          selects: sima-train's top-1 and loss (the model, the data indices and
+                          the evaluation transform are the same);
+  --init-from FILE        trains from a sima-train checkpoint's weights (BatchNorm statistics
+                          reset) instead of a seeded init: with drop path 0 the step losses and
+                          gradient norms are sima-train's until float rounding drifts apart.
 
 The config: every key of sima.cpp's schema (train/config.h, models/config_fields.cpp) is known
 here. A key the twin reads (READ) may take any valid value; a key that cannot change the numbers
@@ -31,25 +35,26 @@ Matched exactly (same definitions as sima.cpp):
   - the init distributions (models/cvt.cpp): Linear weights and cls_token trunc_normal(std .02,
     [-2, 2]), Linear biases 0 (the head's bias keeps U(+-1/sqrt(fan_in))), Conv2d kaiming_uniform
     (a = sqrt 5) and U(+-1/sqrt(fan_in)) bias, LayerNorm and BatchNorm weight 1 bias 0;
-  - the data: Fashion-MNIST from /usr/share/datasets/fashion-mnist, pixels / 255, the SAME
-    training subset, test subset and validation split indices as sima.cpp (its xoshiro256**
-    generator and Fisher-Yates permutation, core/rng.cpp and train/data_spec.cpp, ported below);
-  - augmentation per image (train/transforms.cpp): zero padding, random crop back to 28x28,
-    horizontal flip with probability hflip, then normalisation with the model's mean/std
-    (0.2860, 0.3530); evaluation: normalisation only (28x28 images pass the resize untouched);
+  - the data: Fashion-MNIST from /usr/share/datasets/fashion-mnist, pixels / 255, and sima.cpp's
+    random draws (results/sima_rng.py ports its generator and loader): the same training subset,
+    evaluation subset and validation split, the same batches in the same order (drop_last), the
+    same crop offsets and flips for every image;
+  - augmentation (train/transforms.cpp): zero padding, the crop back to 28x28, the horizontal
+    flip, then normalisation with the model's mean/std (0.2860, 0.3530); evaluation:
+    normalisation only (28x28 images pass the evaluation resize untouched);
   - AdamW (PyTorch's update, decoupled decay p *= 1 - lr*wd) with lr, betas, eps and weight
     decay from the config, no decay on 1-D parameters and on names in optimizer.no_weight_decay
     (train/optim.cpp's is_no_decay_name); lr = optimizer.lr, or base_lr * batch / lr_base_batch;
   - the per-step schedule (train/schedule.cpp): linear warmup from warmup_lr over
     round(warmup_epochs * steps_per_epoch) steps, then cosine to min_lr at the last step;
-  - label-smoothed cross-entropy, shuffled batches with drop_last, BatchNorm batch statistics in
-    training and running statistics in evaluation, evaluation every eval_every epochs and after
-    the last, the evaluation loss without smoothing.
-Not matched (different random streams, same distributions): the initial weights, the batch
-order, the crop offsets and flips and the drop-path masks come from torch.manual_seed(seed),
-not from sima.cpp's generators, so no run is a bit-for-bit copy; seeds give independent draws
-of the same experiment and agreement is judged on the spread over seeds. The float summation
-order differs (OpenBLAS vs PyTorch kernels). data.num_workers does not apply (one process).
+  - label-smoothed cross-entropy, BatchNorm batch statistics in training and running statistics
+    in evaluation, evaluation every eval_every epochs and after the last, its loss unsmoothed.
+Not matched: the initial weights and the drop-path masks are drawn by torch.manual_seed(seed),
+not by sima.cpp's generators (same distributions, other values), so a seed's twin run is an
+independent draw of the same experiment and agreement is judged on the spread over seeds. The
+float summation order differs (OpenBLAS vs PyTorch kernels), so even from the same weights the
+runs drift apart after some steps. data.num_workers does not apply (one process). The per-image
+draws run in Python and count in the twin's CPU time (measured ~9 us an image, ~1 ms a batch).
 """
 import argparse
 import gzip
