@@ -112,7 +112,7 @@ DEFAULTS = {
     "model.stage_dims": [64, 192, 384], "model.stage_depths": [1, 2, 10], "model.stage_heads": [1, 3, 6],
     "model.stage_embed_kernel": [3, 3, 3], "model.stage_embed_stride": [2, 2, 2],
     "model.stage_embed_padding": [1, 1, 1], "model.stage_drop_path": [0.0, 0.0, 0.1],
-    "model.stage_stride_kv": [2, 2, 2], "model.drop_path_rate": 0.0,
+    "model.stage_stride_kv": [2, 2, 2],
     "model.attention.norm": "l1", "model.attention.order": "auto", "model.attention.eps": 1e-12,
 }
 # Read by the twin: any valid value.
@@ -132,7 +132,6 @@ NO_EFFECT = {
     "optimizer.momentum", "optimizer.nesterov",                     # sgd only
     "schedule.decay_epochs", "schedule.decay_rate",                 # step schedule only
     "mixup.prob", "mixup.switch_prob", "train.ema_decay",           # mixup / EMA are off
-    "model.drop_path_rate",                                         # CvT reads stage_drop_path
     "model.name",                                                   # checked in resolve()
 }
 MODEL_NAMES = {"cvt_13_28": "softmax", "cvt_13_28_sima": "sima"}  # registry name -> attention type
