@@ -22,7 +22,10 @@ layer what models/cvt.cpp and models/cvt_attention.cpp build (same parameter nam
   head:    LayerNorm(128, 1e-5) on the last stage's cls token -> Linear(128, 10)
 
 565,642 parameters for either attention (the cores have none), as `sima-bench model` reports.
-Dropout, attention dropout and drop path are all 0 in this config and are left out.
+Dropout and attention dropout are 0 in this config and are left out. Drop path (stochastic depth,
+timm's: whole samples zeroed with probability p, the rest scaled by 1/(1-p), on both residual
+branches of a block) is 0 here; CvT(..., drop_path=(...)) sets one rate per stage, spread over the
+stage's blocks as torch.linspace(0, rate, depth), as models/cvt.cpp (results/torch_twin.py uses it).
 
 Timing protocol as deit_peer.py: 3 warm-up training steps (zero_grad, forward, cross-entropy,
 backward, AdamW step), then the mean of --steps steps; then eval mode, no_grad: one warm-up
@@ -116,23 +119,33 @@ class Mlp(nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
+def drop_path(x, p, training):  # (B, ...) -> same; whole samples zeroed with probability p
+    if p == 0.0 or not training:
+        return x
+    keep = x.new_empty((x.shape[0],) + (1,) * (x.dim() - 1)).bernoulli_(1.0 - p)
+    return x * keep / (1.0 - p)
+
+
 class Block(nn.Module):
-    def __init__(self, dim, heads, kind, with_cls):
+    def __init__(self, dim, heads, kind, with_cls, dpr=0.0):
         super().__init__()
         self.norm1, self.attn = nn.LayerNorm(dim, eps=EPS), Attention(dim, heads, kind, with_cls)
         self.norm2, self.mlp = nn.LayerNorm(dim, eps=EPS), Mlp(dim)
+        self.dpr = dpr
 
     def forward(self, x, H, W):
-        x = x + self.attn(self.norm1(x), H, W)
-        return x + self.mlp(self.norm2(x))
+        x = x + drop_path(self.attn(self.norm1(x), H, W), self.dpr, self.training)
+        return x + drop_path(self.mlp(self.norm2(x)), self.dpr, self.training)
 
 
 class Stage(nn.Module):
-    def __init__(self, cin, dim, depth, heads, kind, with_cls):
+    def __init__(self, cin, dim, depth, heads, kind, with_cls, drop_path_rate=0.0):
         super().__init__()
         self.patch_embed = ConvEmbed(cin, dim)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if with_cls else None
-        self.blocks = nn.ModuleList([Block(dim, heads, kind, with_cls) for _ in range(depth)])
+        # torch.linspace(0, rate, depth)[j], as models/cvt.cpp (one block: 0)
+        dprs = [drop_path_rate * j / (depth - 1) if depth > 1 else 0.0 for j in range(depth)]
+        self.blocks = nn.ModuleList([Block(dim, heads, kind, with_cls, dprs[j]) for j in range(depth)])
         # the official init, as CvtStage: cls_token and Linear weights trunc_normal(.02), biases 0
         if with_cls:
             nn.init.trunc_normal_(self.cls_token, std=0.02)
@@ -155,17 +168,20 @@ class Stage(nn.Module):
 
 
 class CvT(nn.Module):
-    def __init__(self, kind):
+    def __init__(self, kind, dims=DIMS, depths=DEPTHS, heads=HEADS, drop_path=(0.0, 0.0, 0.0)):
         super().__init__()
-        cin = CHANS
-        for i, (dim, depth, heads) in enumerate(zip(DIMS, DEPTHS, HEADS)):
-            self.add_module(f"stage{i}", Stage(cin, dim, depth, heads, kind, i == len(DIMS) - 1))
+        if not len(dims) == len(depths) == len(heads) == len(drop_path):
+            raise ValueError(f"CvT: dims {dims}, depths {depths}, heads {heads}, drop_path {drop_path} "
+                             "need one entry per stage each")
+        self.num_stages, cin = len(dims), CHANS
+        for i, (dim, depth, h, dpr) in enumerate(zip(dims, depths, heads, drop_path)):
+            self.add_module(f"stage{i}", Stage(cin, dim, depth, h, kind, i == len(dims) - 1, dpr))
             cin = dim
         self.norm, self.head = nn.LayerNorm(cin, eps=EPS), nn.Linear(cin, CLASSES)
         nn.init.trunc_normal_(self.head.weight, std=0.02)  # the bias keeps PyTorch's default
 
     def forward(self, x):  # (B, 1, 28, 28) -> (B, 10)
-        for i in range(len(DIMS)):
+        for i in range(self.num_stages):
             x, cls = getattr(self, f"stage{i}")(x)
         return self.head(self.norm(cls).flatten(1))
 

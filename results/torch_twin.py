@@ -1,0 +1,513 @@
+#!/usr/bin/python3
+"""PyTorch twin of `sima-train` for the CvT recipe of configs/paper/cvt_sima.json (issue 21).
+
+The same model, data and recipe trained by PyTorch (Debian's python3-torch) instead of sima.cpp,
+to show that the framework reaches the same accuracy at convergence and to time it against a
+mainstream framework. The command line mirrors sima-train's:
+
+  /usr/bin/python3 results/torch_twin.py --config configs/paper/cvt_sima.json \\
+      --set train.seed=0 --out runs/twin/cvt_sima_s0 [--threads 1] [--quiet] [--smoke]
+
+It writes DIR/metrics.jsonl (sima-train's "epoch" records: epoch, step, train_loss, lr,
+epoch_seconds, test_* or val_* loss/top1/top5, eval_img_per_s, best_top1; "step" records every
+train.log_every steps), DIR/config.json (every key with the value used) and DIR/result.json, and
+prints the result as its last line: {"twin": "pytorch", "top1", "set", "wall_s", "cpu_s",
+"threads", "parameters", ...}. --smoke: 256 training and 128 test images, 1 epoch, batch 64
+(results/reproduce.py's smoke budget). Exit code 1 with "error: ..." on a refused config or a
+non-finite loss. `run(config_path, sets, out_dir, threads)` does the same from Python.
+Two checks against sima.cpp (both in tests/results/torch_twin_smoke.sh):
+  --eval-checkpoint FILE  evaluates a sima-train model.safetensors on the images the config
+                          selects: sima-train's top-1 and loss (the model, the data indices and
+                          the evaluation transform are the same);
+  --init-from FILE        trains from a sima-train checkpoint's weights (BatchNorm statistics
+                          reset) instead of a seeded init: with drop path 0 the step losses and
+                          gradient norms are sima-train's until float rounding drifts apart.
+
+The config: every key of sima.cpp's schema (train/config.h, models/config_fields.cpp) is known
+here. A key the twin reads (READ) may take any valid value; a key that cannot change the numbers
+of this recipe (NO_EFFECT) is accepted and ignored; every other known key must keep sima.cpp's
+default value (DEFAULTS) and an unknown key is refused: the twin never trains another recipe.
+
+Matched exactly (same definitions as sima.cpp):
+  - the model, layer for layer (tests/bench/cvt_peer.py: CvT, conv projections + BatchNorm,
+    SimA or softmax core, QuickGELU MLP, cls token in the last stage, same parameter names and
+    count: 565,642, as `sima-bench model` reports), drop path per block linspace(0, rate, depth);
+  - the init distributions (models/cvt.cpp): Linear weights and cls_token trunc_normal(std .02,
+    [-2, 2]), Linear biases 0 (the head's bias keeps U(+-1/sqrt(fan_in))), Conv2d kaiming_uniform
+    (a = sqrt 5) and U(+-1/sqrt(fan_in)) bias, LayerNorm and BatchNorm weight 1 bias 0;
+  - the data: Fashion-MNIST from /usr/share/datasets/fashion-mnist, pixels / 255, and sima.cpp's
+    random draws (results/sima_rng.py ports its generator and loader): the same training subset,
+    evaluation subset and validation split, the same batches in the same order (drop_last), the
+    same crop offsets and flips for every image;
+  - augmentation (train/transforms.cpp): zero padding, the crop back to 28x28, the horizontal
+    flip, then normalisation with the model's mean/std (0.2860, 0.3530); evaluation:
+    normalisation only (28x28 images pass the evaluation resize untouched);
+  - AdamW (PyTorch's update, decoupled decay p *= 1 - lr*wd) with lr, betas, eps and weight
+    decay from the config, no decay on 1-D parameters and on names in optimizer.no_weight_decay
+    (train/optim.cpp's is_no_decay_name); lr = optimizer.lr, or base_lr * batch / lr_base_batch;
+  - the per-step schedule (train/schedule.cpp): linear warmup from warmup_lr over
+    round(warmup_epochs * steps_per_epoch) steps, then cosine to min_lr at the last step;
+  - label-smoothed cross-entropy, BatchNorm batch statistics in training and running statistics
+    in evaluation, evaluation every eval_every epochs and after the last, its loss unsmoothed.
+Not matched: the initial weights and the drop-path masks are drawn by torch.manual_seed(seed),
+not by sima.cpp's generators (same distributions, other values), so a seed's twin run is an
+independent draw of the same experiment and agreement is judged on the spread over seeds. The
+float summation order differs (OpenBLAS vs PyTorch kernels), so even from the same weights the
+runs drift apart after some steps. data.num_workers does not apply (one process). The per-image
+draws run in Python and count in the twin's CPU time (measured ~9 us an image, ~1 ms a batch).
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
+from cvt_peer import CvT  # noqa: E402  (the quickstart CvT, layer for layer as models/cvt.cpp)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sima_rng  # noqa: E402  (sima.cpp's data streams: subsets, split, batch order, crops, flips)
+
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+SMOKE_SETS = ["data.train_subset=256", "data.test_subset=128", "train.epochs=1", "data.batch_size=64"]
+
+
+class ConfigError(Exception):
+    pass
+
+
+# ---- the config -----------------------------------------------------------------------------
+
+# sima.cpp's defaults (train/config.h; the model's: models/registry.cpp cvt_13_28, models/cvt.cpp
+# cvt_small_config), for every key a config may hold.
+DEFAULTS = {
+    "name": "run",
+    "data.dataset": "fashion_mnist", "data.train_subset": 0, "data.test_subset": 0, "data.validation": 0,
+    "data.validation_seed": 0, "data.batch_size": 128, "data.eval_batch_size": 256, "data.num_workers": 2,
+    "augment.crop": "random_crop", "augment.scale": [0.08, 1.0], "augment.ratio": [0.75, 4 / 3],
+    "augment.padding": 0, "augment.hflip": 0.5, "augment.rand_augment": "", "augment.color_jitter": 0.0,
+    "augment.random_erasing": 0.0, "augment.crop_pct": 0.875,
+    "mixup.mixup_alpha": 0.0, "mixup.cutmix_alpha": 0.0, "mixup.prob": 1.0, "mixup.switch_prob": 0.5,
+    "optimizer.type": "adamw", "optimizer.lr": 0.0, "optimizer.base_lr": 5e-4, "optimizer.lr_base_batch": 512,
+    "optimizer.beta1": 0.9, "optimizer.beta2": 0.999, "optimizer.eps": 1e-8, "optimizer.weight_decay": 0.05,
+    "optimizer.momentum": 0.9, "optimizer.nesterov": False,
+    "optimizer.no_weight_decay": ["pos_embed", "cls_token", "dist_token", "temperature"],
+    "optimizer.clip_grad": 0.0,
+    "schedule.type": "cosine", "schedule.warmup_epochs": 5.0, "schedule.warmup_lr": 1e-6, "schedule.min_lr": 1e-5,
+    "schedule.decay_epochs": 30.0, "schedule.decay_rate": 0.1, "schedule.weight_decay_end": -1.0,
+    "train.epochs": 10, "train.seed": 0, "train.label_smoothing": 0.1, "train.ema": False,
+    "train.ema_decay": 0.99996, "train.eval_every": 1, "train.log_every": 50, "train.checkpoint_every": 0,
+    "train.max_steps": 0, "train.on_nonfinite": "stop", "train.allreduce_bucket_mb": 25.0,
+    "train.sync_batchnorm": False,
+    "dino.enabled": False, "distill.type": "none", "distill.teacher": "",
+    "model.arch": "cvt", "model.img_size": 28, "model.in_chans": 1, "model.num_classes": 10,
+    "model.mean": [0.2860], "model.std": [0.3530], "model.mlp_ratio": 4.0, "model.act": "quick_gelu",
+    "model.qkv_bias": True, "model.drop_rate": 0.0, "model.attn_drop_rate": 0.0, "model.norm_eps": 1e-5,
+    "model.stage_dims": [64, 192, 384], "model.stage_depths": [1, 2, 10], "model.stage_heads": [1, 3, 6],
+    "model.stage_embed_kernel": [3, 3, 3], "model.stage_embed_stride": [2, 2, 2],
+    "model.stage_embed_padding": [1, 1, 1], "model.stage_drop_path": [0.0, 0.0, 0.1],
+    "model.stage_stride_kv": [2, 2, 2],
+    "model.attention.norm": "l1", "model.attention.order": "auto", "model.attention.eps": 1e-12,
+}
+# Read by the twin: any valid value.
+READ = {
+    "data.train_subset", "data.test_subset", "data.validation", "data.validation_seed", "data.batch_size",
+    "data.eval_batch_size", "augment.padding", "augment.hflip", "optimizer.lr", "optimizer.base_lr",
+    "optimizer.lr_base_batch", "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "optimizer.weight_decay",
+    "optimizer.no_weight_decay", "schedule.warmup_epochs", "schedule.warmup_lr", "schedule.min_lr",
+    "train.epochs", "train.seed", "train.label_smoothing", "train.eval_every", "train.log_every",
+    "model.stage_dims", "model.stage_depths", "model.stage_heads", "model.stage_drop_path", "model.attention.type",
+}
+# Cannot change this recipe's numbers: accepted and ignored.
+NO_EFFECT = {
+    "name", "data.num_workers", "train.checkpoint_every", "train.allreduce_bucket_mb", "train.sync_batchnorm",
+    "augment.crop_pct",                   # 28x28 images pass the evaluation resize untouched
+    "augment.scale", "augment.ratio",     # random_resized_crop only
+    "optimizer.momentum", "optimizer.nesterov",                     # sgd only
+    "schedule.decay_epochs", "schedule.decay_rate",                 # step schedule only
+    "mixup.prob", "mixup.switch_prob", "train.ema_decay",           # mixup / EMA are off
+    "model.name",                                                   # checked in resolve()
+}
+MODEL_NAMES = {"cvt_13_28": "softmax", "cvt_13_28_sima": "sima"}  # registry name -> attention type
+
+
+def apply_set(doc, assignment):
+    """sima-train's --set key.path=value: the value is JSON when it parses, else a string."""
+    key, eq, text = assignment.partition("=")
+    if not eq or not key or "." not in key and key not in ("name", "model"):
+        raise ConfigError(f"--set {assignment!r}: expected section.key=value (e.g. train.seed=1)")
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = text
+    parts, node = key.split("."), doc
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {assignment!r}: '{p}' is not a section")
+    node[parts[-1]] = value
+
+
+def flatten(doc, prefix=""):
+    out = {}
+    for k, v in doc.items():
+        if isinstance(v, dict) and (not prefix or prefix == "model."):  # sections, model.attention
+            out.update(flatten(v, prefix + k + "."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def same(a, b):
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return float(a) == float(b)
+    return a == b
+
+
+def resolve(doc):
+    """The config document -> {key: value} for every key the twin uses; ConfigError names a key
+    the twin does not know or does not implement at the value given."""
+    flat = flatten(doc)
+    name = flat.get("model.name")
+    if name not in MODEL_NAMES:
+        raise ConfigError(f"model.name: {name!r} is not implemented by the twin (only {', '.join(MODEL_NAMES)})")
+    c = dict(DEFAULTS, **{"model.name": name, "model.attention.type": MODEL_NAMES[name]})
+    for key, value in flat.items():
+        if key not in c:
+            section = key.rpartition(".")[0]
+            known = sorted(k for k in c if k.rpartition(".")[0] == section)
+            if not known:
+                raise ConfigError(f"{key}: unknown key (sections: {', '.join(sorted({k.split('.')[0] for k in c}))})")
+            raise ConfigError(f"{key}: unknown key (known in {section or 'the top level'}: {', '.join(known)})")
+        if key not in READ and key not in NO_EFFECT and not same(value, DEFAULTS[key]):
+            raise ConfigError(f"{key}: {json.dumps(value)} is not implemented by the twin "
+                              f"(only sima.cpp's default {json.dumps(DEFAULTS[key])})")
+        c[key] = value
+    check_values(c)
+    return c
+
+
+def check_values(c):
+    def need(ok, key, what):
+        if not ok:
+            raise ConfigError(f"{key}: {json.dumps(c[key])} {what}")
+
+    def is_int(k, lo):
+        need(isinstance(c[k], int) and not isinstance(c[k], bool) and c[k] >= lo, k, f"must be an integer >= {lo}")
+
+    def is_num(k, lo, hi):
+        need(isinstance(c[k], (int, float)) and not isinstance(c[k], bool) and lo <= c[k] <= hi, k,
+             f"must be a number in [{lo}, {hi}]")
+
+    for k in ("data.train_subset", "data.test_subset", "data.validation", "data.validation_seed", "train.seed",
+              "augment.padding", "optimizer.lr_base_batch"):
+        is_int(k, 0)
+    for k in ("data.batch_size", "data.eval_batch_size", "train.epochs", "train.eval_every", "train.log_every"):
+        is_int(k, 1)
+    for k in ("optimizer.lr", "optimizer.base_lr", "optimizer.weight_decay", "optimizer.eps",
+              "schedule.warmup_epochs", "schedule.warmup_lr", "schedule.min_lr"):
+        is_num(k, 0, math.inf)
+    for k, hi in (("augment.hflip", 1), ("optimizer.beta1", 0.999999), ("optimizer.beta2", 0.999999),
+                  ("train.label_smoothing", 0.999)):
+        is_num(k, 0, hi)
+    nwd = c["optimizer.no_weight_decay"]
+    need(isinstance(nwd, list) and all(isinstance(s, str) for s in nwd), "optimizer.no_weight_decay",
+         "must be a list of names")
+    need(c["model.attention.type"] in ("sima", "softmax"), "model.attention.type", "is not one of sima, softmax")
+    for k in ("model.stage_dims", "model.stage_depths", "model.stage_heads", "model.stage_drop_path"):
+        need(isinstance(c[k], list) and len(c[k]) == 3, k, "must be a list of 3 entries (one per stage)")
+    for i, (dim, h) in enumerate(zip(c["model.stage_dims"], c["model.stage_heads"])):
+        need(isinstance(dim, int) and isinstance(h, int) and dim > 0 and h > 0 and dim % h == 0,
+             "model.stage_heads", f"stage {i}: heads must be > 0 and divide stage_dims {dim}")
+    need(all(isinstance(d, int) and d >= 0 for d in c["model.stage_depths"]), "model.stage_depths",
+         "must be integers >= 0")
+    need(all(isinstance(p, (int, float)) and 0 <= p < 1 for p in c["model.stage_drop_path"]),
+         "model.stage_drop_path", "must be rates in [0, 1)")
+
+
+def load_config(config_path, sets):
+    try:
+        with open(config_path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{config_path}: {e}")
+    if not isinstance(doc, dict) or "model" not in doc:
+        raise ConfigError(f"{config_path}: expected a JSON object with a \"model\" section")
+    for s in sets:
+        apply_set(doc, s)
+    return resolve(doc)
+
+
+# ---- data -------------------------------------------------------------------------------------
+
+def load_fashion_mnist(split):  # -> uint8 images (N, 1, 28, 28), int64 labels (N,)
+    prefix = os.path.join(FASHION_MNIST, "train" if split == "train" else "t10k")
+    with gzip.open(prefix + "-images-idx3-ubyte.gz") as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
+    with gzip.open(prefix + "-labels-idx1-ubyte.gz") as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8)
+    return torch.from_numpy(x.copy()), torch.from_numpy(y.astype(np.int64))
+
+
+def datasets(c):
+    """(train images, train labels, eval images, eval labels, "test" | "val"), as sima.cpp picks them."""
+    xtr, ytr = load_fashion_mnist("train")
+    train_idx = list(range(len(xtr)))
+    if c["data.validation"] > 0:  # the held-out split replaces the test set, which is never read
+        if not 0 < c["data.validation"] < len(xtr):
+            raise ConfigError(f"data.validation: {c['data.validation']} must be in [1, {len(xtr) - 1}]")
+        train_idx, eval_idx = sima_rng.holdout_split(len(xtr), c["data.validation"], c["data.validation_seed"])
+        xte, yte, which = xtr, ytr, "val"
+    else:
+        xte, yte = load_fashion_mnist("test")
+        eval_idx, which = list(range(len(xte))), "test"
+    train_idx = sima_rng.random_subset(train_idx, c["data.train_subset"], c["train.seed"])
+    eval_idx = sima_rng.random_subset(eval_idx, c["data.test_subset"], c["train.seed"] + 1)
+    tr, ev = torch.tensor(train_idx), torch.tensor(eval_idx)
+    return xtr[tr], ytr[tr], xte[ev], yte[ev], which
+
+
+def normalise(x, c):  # uint8 or [0, 1] float (B, 1, 28, 28) -> (x - mean) / std
+    return (x.float() / 255.0 - c["model.mean"][0]) / c["model.std"][0] if x.dtype == torch.uint8 else \
+        (x - c["model.mean"][0]) / c["model.std"][0]
+
+
+def augment(x, c, epoch, idx):
+    """sima.cpp's train transform of training samples idx (positions in the training set) in
+    epoch `epoch`: zero padding, the crop back to 28x28, the horizontal flip, normalisation; the
+    offsets and flips are the ones sima.cpp draws for these samples (sima_rng.crop_flip_draws)."""
+    B, H, W, p = x.shape[0], x.shape[2], x.shape[3], c["augment.padding"]
+    draws = [sima_rng.crop_flip_draws(c["train.seed"], epoch, i, p, c["augment.hflip"]) for i in idx.tolist()]
+    top, left, flip = (torch.tensor(v) for v in zip(*draws))
+    x = F.pad(x.float() / 255.0, (p, p, p, p))
+    rows = (top[:, None] + torch.arange(H))[:, :, None]   # (B, H, 1)
+    cols = (left[:, None] + torch.arange(W))[:, None, :]  # (B, 1, W)
+    x = x[torch.arange(B)[:, None, None], 0, rows, cols].unsqueeze(1)  # (B, 1, H, W)
+    x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+    return normalise(x, c)
+
+
+# ---- model, optimizer, schedule ---------------------------------------------------------------
+
+def build_model(c):
+    return CvT(c["model.attention.type"], dims=tuple(c["model.stage_dims"]), depths=tuple(c["model.stage_depths"]),
+               heads=tuple(c["model.stage_heads"]), drop_path=tuple(float(r) for r in c["model.stage_drop_path"]))
+
+
+def is_no_decay_name(name, names):  # train/optim.cpp: a dot-separated component, or a suffix
+    for n in filter(None, names):
+        pos = name.find(n)
+        while pos >= 0:
+            end = pos + len(n)
+            if (pos == 0 or name[pos - 1] == ".") and (end == len(name) or name[end] == "."):
+                return True
+            pos = name.find(n, pos + 1)
+        if name.endswith(n):
+            return True
+    return False
+
+
+def param_groups(model, c):
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.dim() <= 1 or is_no_decay_name(name, c["optimizer.no_weight_decay"]) else decay).append(p)
+    return [{"params": decay, "weight_decay": c["optimizer.weight_decay"]},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+def effective_lr(c):
+    if c["optimizer.lr"] > 0:
+        return c["optimizer.lr"]
+    return c["optimizer.base_lr"] * c["data.batch_size"] / c["optimizer.lr_base_batch"]
+
+
+def lr_at(step, c, warmup, total):  # train/schedule.cpp's cosine with linear warmup
+    base, t = effective_lr(c), min(step, total)
+    if t < warmup:
+        return c["schedule.warmup_lr"] + (base - c["schedule.warmup_lr"]) * t / warmup
+    progress = (t - warmup) / (total - warmup) if total > warmup else 1.0
+    return c["schedule.min_lr"] + 0.5 * (base - c["schedule.min_lr"]) * (1.0 + math.cos(math.pi * progress))
+
+
+@torch.no_grad()
+def evaluate(model, x, y, c):  # -> loss (no smoothing), top-1 %, top-5 %, images/s
+    model.eval()
+    t0, loss, top1, top5 = time.monotonic(), 0.0, 0, 0
+    for i in range(0, len(x), c["data.eval_batch_size"]):
+        xb, yb = normalise(x[i:i + c["data.eval_batch_size"]], c), y[i:i + c["data.eval_batch_size"]]
+        logits = model(xb)
+        loss += F.cross_entropy(logits, yb, reduction="sum").item()
+        best = logits.topk(5, 1).indices
+        top1 += (best[:, 0] == yb).sum().item()
+        top5 += (best == yb[:, None]).any(1).sum().item()
+    n = len(x)
+    return loss / n, 100.0 * top1 / n, 100.0 * top5 / n, n / max(time.monotonic() - t0, 1e-9)
+
+
+def load_safetensors(path, model):
+    """sima.cpp's checkpoint (models/safetensors.h: F32 tensors, the names of cvt_peer's state
+    dict) into `model`, strictly: a missing, extra or misshapen tensor is an error."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header, data = json.loads(f.read(n)), f.read()
+    state = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        if t["dtype"] != "F32":
+            raise ConfigError(f"{path}: tensor {name} is {t['dtype']}, expected F32")
+        a, b = t["data_offsets"]
+        v = torch.from_numpy(np.frombuffer(data[a:b], np.float32).copy()).reshape(t["shape"])
+        state[name] = v.long() if name.endswith("num_batches_tracked") else v
+    model.load_state_dict(state, strict=True)
+
+
+def eval_checkpoint(c, path):
+    """The twin's evaluation of sima.cpp's trained weights on the config's evaluation images."""
+    _, _, xev, yev, which = datasets(c)
+    model = build_model(c)
+    load_safetensors(path, model)
+    loss, top1, top5, _ = evaluate(model, xev, yev, c)
+    return {"twin": "pytorch", "checkpoint": path, "set": which, "images": len(xev), "loss": loss, "top1": top1,
+            "top5": top5}
+
+
+# ---- the run ----------------------------------------------------------------------------------
+
+def train_epoch(model, opt, c, data, epoch, step, sched, metrics):
+    """One epoch of sima-train's loop: per step the scheduled lr, the label-smoothed loss of
+    the augmented batch, backward, AdamW. Returns (steps done, mean loss, last lr)."""
+    xtr, ytr = data
+    B, steps_per_epoch = c["data.batch_size"], len(xtr) // c["data.batch_size"]
+    order = torch.tensor(sima_rng.epoch_order(len(xtr), c["train.seed"], epoch))  # sima.cpp's batches
+    model.train()
+    loss_sum, window = 0.0, []
+    for b in range(steps_per_epoch):
+        idx = order[b * B:(b + 1) * B]
+        lr = sched(step)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        loss = F.cross_entropy(model(augment(xtr[idx], c, epoch, idx)), ytr[idx],
+                               label_smoothing=c["train.label_smoothing"])
+        value = loss.item()
+        if not math.isfinite(value):
+            raise FloatingPointError(f"the loss is not finite ({value}) at step {step + 1}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step += 1
+        loss_sum += value
+        window.append(value)
+        if step % c["train.log_every"] == 0:
+            grad_norm = torch.norm(torch.stack([p.grad.norm() for p in model.parameters()])).item()
+            metrics.write(json.dumps({"kind": "step", "step": step, "epoch": step / steps_per_epoch,
+                                      "loss": sum(window) / len(window), "lr": lr, "grad_norm": grad_norm,
+                                      "weight_decay": c["optimizer.weight_decay"]}) + "\n")
+            window = []
+    return step, loss_sum / steps_per_epoch, lr
+
+
+def train(c, out_dir, log, init_from=None):
+    """Trains as sima-train would; writes out_dir/metrics.jsonl; returns the result fields.
+    init_from: start from these weights (a sima-train checkpoint) instead of a seeded init."""
+    torch.manual_seed(c["train.seed"])
+    xtr, ytr, xev, yev, which = datasets(c)
+    steps_per_epoch = len(xtr) // c["data.batch_size"]  # drop_last
+    if steps_per_epoch < 1:
+        raise ConfigError(f"data.batch_size: {c['data.batch_size']} exceeds the {len(xtr)} training images")
+    model = build_model(c)
+    if init_from:
+        load_safetensors(init_from, model)
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.reset_running_stats()
+    params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(param_groups(model, c), lr=effective_lr(c), eps=c["optimizer.eps"],
+                            betas=(c["optimizer.beta1"], c["optimizer.beta2"]))
+    total = c["train.epochs"] * steps_per_epoch
+    warmup = int(math.floor(c["schedule.warmup_epochs"] * steps_per_epoch + 0.5))  # llround
+    if warmup > total:
+        raise ConfigError(f"schedule.warmup_epochs: {c['schedule.warmup_epochs']} is longer than train.epochs")
+    log(f"run {out_dir}: cvt {params} parameters, {len(xtr)} training images, {steps_per_epoch} steps/epoch, "
+        f"lr {effective_lr(c):g} (AdamW), torch {torch.__version__}, {torch.get_num_threads()} threads")
+    step, best, last = 0, -1.0, None
+    with open(os.path.join(out_dir, "metrics.jsonl"), "w") as metrics:
+        for epoch in range(c["train.epochs"]):
+            t_epoch = time.monotonic()
+            step, train_loss, lr = train_epoch(model, opt, c, (xtr, ytr), epoch, step,
+                                               lambda t: lr_at(t, c, warmup, total), metrics)
+            rec = {"kind": "epoch", "epoch": epoch + 1, "step": step, "train_loss": train_loss, "lr": lr,
+                   "epoch_seconds": time.monotonic() - t_epoch}
+            if epoch + 1 == c["train.epochs"] or (epoch + 1) % c["train.eval_every"] == 0:
+                ev_loss, top1, top5, img_s = evaluate(model, xev, yev, c)
+                rec.update({which + "_loss": ev_loss, which + "_top1": top1, which + "_top5": top5,
+                            "eval_img_per_s": img_s})
+                best, last = max(best, top1), top1
+                log(f"epoch {epoch + 1}/{c['train.epochs']}  train loss {train_loss:.4f}  {which} loss "
+                    f"{ev_loss:.4f}  top-1 {top1:.2f}%  top-5 {top5:.2f}%")
+            rec["best_top1"] = max(0.0, best)
+            metrics.write(json.dumps(rec) + "\n")
+            metrics.flush()
+    return {"top1": last, "set": which, "best_top1": best, "parameters": params, "steps": step,
+            "train_images": len(xtr), "eval_images": len(xev)}
+
+
+def run(config_path, sets=(), out_dir="runs/torch_twin", threads=1, quiet=True, init_from=None):
+    """Trains the twin of `sima-train --config config_path --set ...`; returns the result dict
+    (also written to out_dir/result.json). Raises ConfigError for a config the twin refuses."""
+    t0, cpu0 = time.monotonic(), time.process_time()
+    c = load_config(config_path, list(sets))
+    torch.set_num_threads(threads)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(c, f, indent=1, sort_keys=True)
+    res = train(c, out_dir, (lambda s: None) if quiet else (lambda s: print(s, flush=True)), init_from)
+    res = {"twin": "pytorch", "torch": torch.__version__, "config": config_path, "sets": list(sets), **res,
+           "wall_s": round(time.monotonic() - t0, 2), "cpu_s": round(time.process_time() - cpu0, 2),
+           "threads": torch.get_num_threads(), "out": out_dir}
+    with open(os.path.join(out_dir, "result.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    return res
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", required=True, help="an experiment config (configs/paper/cvt_sima.json)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("--out", help="run folder (metrics.jsonl, config.json, result.json)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the study's runs)")
+    p.add_argument("--smoke", action="store_true", help="256 training / 128 test images, 1 epoch, batch 64")
+    p.add_argument("--quiet", action="store_true", help="only the final JSON line")
+    p.add_argument("--eval-checkpoint", metavar="FILE", help="instead of training: evaluate a sima-train "
+                   "model.safetensors on the config's evaluation images (the same subset as sima-train's)")
+    p.add_argument("--init-from", metavar="FILE", help="start from a sima-train checkpoint's weights (BatchNorm "
+                   "statistics reset) instead of a seeded init: with the same batches, the same step losses")
+    a = p.parse_args()
+    if a.threads < 1:
+        sys.exit("error: --threads must be >= 1")
+    if not a.out and not a.eval_checkpoint:
+        sys.exit("error: --out DIR is required (the run folder)")
+    sets = (SMOKE_SETS if a.smoke else []) + a.set
+    try:
+        if a.eval_checkpoint:
+            torch.set_num_threads(a.threads)
+            res = eval_checkpoint(load_config(a.config, sets), a.eval_checkpoint)
+        else:
+            res = run(a.config, sets, a.out, a.threads, a.quiet, a.init_from)
+    except (ConfigError, FloatingPointError, OSError, RuntimeError) as e:
+        sys.exit(f"error: {e}")
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
