@@ -72,6 +72,11 @@ class Table:
         c = [r.get("cpu_s", 0) for r in self.records[row]]
         return "%s (CPU %s)" % (fmt_time(statistics.mean(w)), fmt_time(statistics.mean(c))) if w else "—"
 
+    def cpu_ratio(self, row, base):
+        a = [r.get("cpu_s", 0) for r in self.records[row]]
+        b = [r.get("cpu_s", 0) for r in self.records[base]]
+        return "%.2f" % (statistics.mean(a) / statistics.mean(b)) if a and b and statistics.mean(b) > 0 else "—"
+
     def welch(self, row, base):
         a, b = self.top1(row), self.top1(base)
         return stats.welch(a, b) if a and b else None
@@ -173,6 +178,17 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
         out.append("| %s | %s | %s | %s | %s | %s %.1f → %.1f (%s) | %s | %s / %s |" % (
             fam, battn, t.cell(base), t.cell(sima), t.delta(sima, base), name, p0, p1, ("%+.1f" % (p1 - p0)).replace("-", "−"),
             t.verdict(sima, base, round(p1 - p0, 1)), t.walls(base), t.walls(sima)))
+    out.append("")
+
+    out.append("### The framework at convergence: the same CvT SimA trained by PyTorch\n")
+    out.append("`results/torch_twin.py` trains `configs/paper/cvt_sima.json` with Debian's PyTorch: the same model,"
+               " initial-weight distributions, batches, crops, optimizer and schedule (its header lists what differs)."
+               " Agreement means the difference lies inside its 95 % interval; time is per run at one thread.\n")
+    out.append("| trained by | top-1 | Δ PyTorch − sima.cpp [95 % CI] | wall per run | CPU ratio (PyTorch / sima.cpp) |")
+    out.append("|---|---|---|---|---|")
+    out.append("| sima.cpp | %s | | %s | |" % (t.cell("cvt_sima"), t.walls("cvt_sima")))
+    out.append("| PyTorch | %s | %s | %s | %s |" % (t.cell("torch_twin_cvt_sima"), t.delta("torch_twin_cvt_sima", "cvt_sima"),
+                                                  t.walls("torch_twin_cvt_sima"), t.cpu_ratio("torch_twin_cvt_sima", "cvt_sima")))
     out.append("")
 
     out.append("## Claim 2: one head\n")

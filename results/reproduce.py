@@ -44,7 +44,8 @@ PNGS = os.path.join(ROOT, "docs", "results")
 BIN = os.environ.get("SIMA_BIN_DIR", os.path.join(ROOT, "build", "bin"))  # e.g. a copy, to rebuild meanwhile
 OUT = os.path.join(ROOT, "runs", "paper")  # run folders (not committed)
 SMOKE = []  # --smoke: extra sima-train/sima-eval flags for a tiny budget
-ALLOW_UNCONVERGED = False  # run --allow-unconverged: final runs at a sweep's longest point
+ALLOW_UNCONVERGED = False
+TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3 with python3-torch (setup.sh), for the twin rows  # run --allow-unconverged: final runs at a sweep's longest point
 
 # (row, claims, kind, seeds). kind: train = supervised sima-train; dino = sima-train with a dino
 # section, then k-NN and linear probe; bench = sima-bench presets.
@@ -70,6 +71,7 @@ ROWS = [
     ("deit_nystromformer", [5], "train", 2),
     ("deit_efficient", [5], "train", 2),
     ("deit_linformer", [5], "train", 2),
+    ("torch_twin_cvt_sima", [1], "torch", 3),  # cvt_sima trained by PyTorch (results/torch_twin.py)
     ("dino_xcit_xca", [6], "dino", 1),
     ("dino_xcit_sima", [6], "dino", 1),
     ("bench_table3", [7], "bench", 1),
@@ -228,11 +230,13 @@ def run_one(row, seed, threads):
             rec["error"] = last
         return rec
 
-    config = os.path.join(ROOT, "configs", "paper", row + ".json")
+    twin = kind == "torch"  # the same config trained by the PyTorch twin, from Debian's /usr/bin/python3
+    config = os.path.join(ROOT, "configs", "paper", (row[len("torch_twin_"):] if twin else row) + ".json")
     plan = final_plan(row, config)
-    argv = [os.path.join(BIN, "sima-train"), "--config", config, "--set", "train.seed=%d" % seed] + plan["sets"] + \
-        ["--out", out, "--quiet"] + SMOKE
-    resume = resumable(out, plan)
+    prog = [TORCH_PYTHON, os.path.join(ROOT, "results", "torch_twin.py"), "--threads", str(threads)] if twin else \
+        [os.path.join(BIN, "sima-train")]
+    argv = prog + ["--config", config, "--set", "train.seed=%d" % seed] + plan["sets"] + ["--out", out, "--quiet"] + SMOKE
+    resume = not twin and resumable(out, plan)  # the twin has no train state: a cut-off run starts over
     if os.path.isdir(out) and not resume:
         shutil.rmtree(out)  # a run cut off before its first save, or planned otherwise: start over
     os.makedirs(os.path.dirname(out), exist_ok=True)
@@ -246,7 +250,7 @@ def run_one(row, seed, threads):
     if code != 0:
         rec["error"] = last
         rec["diverged"] = "not finite" in last or "non-finite" in last
-    elif kind == "train":
+    elif kind in ("train", "torch"):
         rec["top1"] = epochs[-1]["test_top1"]
     png = os.path.join(out, "curves.png")
     if seed == 0 and os.path.exists(png):

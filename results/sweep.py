@@ -24,8 +24,9 @@ SWEEPS = {
 
 
 def arch_of(row):
-    """The architecture a paper row belongs to (its config's prefix): deit_, xcit_, cvt_, dino_."""
-    return row.split("_")[0]
+    """The architecture a paper row belongs to (its config's prefix): deit_, xcit_, cvt_, dino_; a
+    PyTorch twin row (torch_twin_<row>) that of the row it twins."""
+    return row[len("torch_twin_"):].split("_")[0] if row.startswith("torch_twin_") else row.split("_")[0]
 
 
 def sweep_row_of(row):

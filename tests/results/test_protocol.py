@@ -54,6 +54,8 @@ with tempfile.TemporaryDirectory() as d:
     check(sweep.status(d, "cvt_sima")[:2] == (50, None), "converged at 50")
     plan = reproduce.final_plan("cvt_softmax", os.path.join(reproduce.ROOT, "configs", "paper", "cvt_softmax.json"))
     check(plan["epochs"] == 50 and "train.eval_every=50" in plan["sets"], "converged plan: %r" % plan)
+    # The PyTorch twin of cvt_sima takes the cvt sweep's epochs too.
+    check(reproduce.final_plan("torch_twin_cvt_sima", cfg)["epochs"] == 50, "twin plan")
     # Time to accuracy: the epochs' seconds until the first epoch at or above the target.
     check(sweep.time_to(sweep.load(d, "cvt_sima", 100), 90.0) == 20.0, "time to 90")
     check(sweep.time_to(sweep.load(d, "cvt_sima", 100), 92.0) is None, "92 never reached")
@@ -70,7 +72,7 @@ with tempfile.TemporaryDirectory() as d:
     check(p["from"] == "config (no sweep)", "dino plan: %r" % p)
     # Every row's architecture maps to the sweep that chooses its epochs.
     for row, _, kind, _ in reproduce.ROWS:
-        if kind == "train":
+        if kind in ("train", "torch"):
             check(sweep.sweep_row_of(row) in sweep.SWEEPS, "%s has no sweep" % row)
 
 if fails:
