@@ -30,6 +30,51 @@ int64_t summed_targets(const float* q, int64_t T, int64_t B, int64_t K, int64_t 
   return n;
 }
 
+// One student row r = (v, b) of the forward: z = s_r / τ_s into `z`, Q = Σ_{t≠v} q_t into `Q`
+// (K values each), lse = log Σ_k exp(z_k) into `lse`; returns c·lse − Σ_k Q_k z_k.
+double dino_row_loss(const float* sr, const float* pq, int64_t T, int64_t B, int64_t K, int64_t r, float tau,
+                     float* z, float* Q, float& lse) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t k = 0; k < K; ++k) {
+    z[k] = sr[k] / tau;
+    m = std::max(m, z[k]);
+  }
+  double se = 0.0;
+  for (int64_t k = 0; k < K; ++k) se += exp_fast(z[k] - m);
+  const double l = double(m) + std::log(se);
+  lse = static_cast<float>(l);
+  summed_targets(pq, T, B, K, r / B, r % B, Q);
+  double c = 0.0, qz = 0.0;
+  for (int64_t k = 0; k < K; ++k) {
+    c += Q[k];
+    qz += double(Q[k]) * z[k];
+  }
+  return c * l - qz;
+}
+
+// The backward for the incoming gradient g: dloss/dz_k = (c·softmax(z)_k − Q_k)/(P·B), and
+// dz/ds = 1/τ_s. s (V·B, K), q (T·B, K), lse (V·B) as saved by the forward.
+Tensor dino_cross_entropy_backward(const Tensor& s, const Tensor& q, const Tensor& lse, int64_t T, int64_t B,
+                                   int64_t P, float tau, float g) {
+  const int64_t rows = s.size(0), K = s.size(1);
+  Tensor ds = empty(s.shape());
+  const float scale = g / (float(P * B) * tau);
+  const float *ps = s.data(), *pq = q.data(), *pl = lse.data();
+  float* pd = ds.data();
+  parallel_for(rows, std::max<int64_t>(1, kGrainTranscendental / K), [&](int64_t r0, int64_t r1) {
+    std::vector<float> Q(static_cast<size_t>(K));
+    for (int64_t r = r0; r < r1; ++r) {
+      summed_targets(pq, T, B, K, r / B, r % B, Q.data());
+      float c = 0.f;
+      for (int64_t k = 0; k < K; ++k) c += Q[size_t(k)];
+      const float* sr = ps + r * K;
+      float* dr = pd + r * K;
+      for (int64_t k = 0; k < K; ++k) dr[k] = scale * (c * exp_fast(sr[k] / tau - pl[r]) - Q[size_t(k)]);
+    }
+  });
+  return ds;
+}
+
 }  // namespace
 
 // Forward, per student row r = (v, b) with z = s_r / τ_s and lse = log Σ_k exp(z_k):
@@ -54,25 +99,8 @@ Tensor dino_cross_entropy(const Tensor& student_output, const Tensor& teacher_pr
   float* pl = lse.data();
   parallel_for(rows, std::max<int64_t>(1, kGrainTranscendental / K), [&](int64_t r0, int64_t r1) {
     std::vector<float> z(static_cast<size_t>(K)), Q(static_cast<size_t>(K));
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* sr = ps + r * K;
-      float m = -std::numeric_limits<float>::infinity();
-      for (int64_t k = 0; k < K; ++k) {
-        z[size_t(k)] = sr[k] / tau;
-        m = std::max(m, z[size_t(k)]);
-      }
-      double se = 0.0;
-      for (int64_t k = 0; k < K; ++k) se += exp_fast(z[size_t(k)] - m);
-      const double l = double(m) + std::log(se);
-      pl[r] = static_cast<float>(l);
-      summed_targets(pq, T, B, K, r / B, r % B, Q.data());
-      double c = 0.0, qz = 0.0;
-      for (int64_t k = 0; k < K; ++k) {
-        c += Q[size_t(k)];
-        qz += double(Q[size_t(k)]) * z[size_t(k)];
-      }
-      contrib[size_t(r)] = c * l - qz;
-    }
+    for (int64_t r = r0; r < r1; ++r)
+      contrib[size_t(r)] = dino_row_loss(ps + r * K, pq, T, B, K, r, tau, z.data(), Q.data(), pl[r]);
   });
   double total = 0.0;
   for (double x : contrib) total += x;  // in row order: deterministic at any thread count
@@ -80,26 +108,9 @@ Tensor dino_cross_entropy(const Tensor& student_output, const Tensor& teacher_pr
 
   if (needs_grad(student_output))
     attach_grad_fn(loss, "dino_cross_entropy", {student_output, teacher_probs},
-                   [s = student_output.detach(), q = teacher_probs.detach(), lse, T, B, K, rows, P,
-                    tau](const Tensor& g) -> Grads {
-      // dloss/dz_k = (c·softmax(z)_k − Q_k)/(P·B), and dz/ds = 1/τ_s.
-      Tensor ds = empty(s.shape());
-      const float scale = g.item() / (float(P * B) * tau);
-      const float *ps = s.data(), *pq = q.data(), *pl = lse.data();
-      float* pd = ds.data();
-      parallel_for(rows, std::max<int64_t>(1, kGrainTranscendental / K), [&](int64_t r0, int64_t r1) {
-        std::vector<float> Q(static_cast<size_t>(K));
-        for (int64_t r = r0; r < r1; ++r) {
-          summed_targets(pq, T, B, K, r / B, r % B, Q.data());
-          float c = 0.f;
-          for (int64_t k = 0; k < K; ++k) c += Q[size_t(k)];
-          const float* sr = ps + r * K;
-          float* dr = pd + r * K;
-          for (int64_t k = 0; k < K; ++k) dr[k] = scale * (c * exp_fast(sr[k] / tau - pl[r]) - Q[size_t(k)]);
-        }
-      });
-      return {ds, Tensor()};
-    });
+                   [s = student_output.detach(), q = teacher_probs.detach(), lse, T, B, P, tau](const Tensor& g) -> Grads {
+                     return {dino_cross_entropy_backward(s, q, lse, T, B, P, tau, g.item()), Tensor()};
+                   });
   return loss;
 }
 

@@ -34,74 +34,93 @@ double median_ms(const std::function<void()>& f, const TimingOptions& timing) {
   return t[t.size() / 2];
 }
 
-std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg) {
-  check(cfg.batch >= 1 && cfg.tokens >= 1 && cfg.heads >= 1 && cfg.dim >= 1, "attention bench: batch, tokens, dim ",
-        "and heads must be positive");
-  check(cfg.dim % cfg.heads == 0, "attention bench: --heads ", cfg.heads, " does not divide --dim ", cfg.dim);
+namespace {
+
+// The token grid (SOFT's bottleneck needs one): all N tokens when N is a square; else, when
+// N - 1 is a square (a class token then the patches, as in DeiT's 197 = 1 + 14²), the last
+// N - 1; else an N x 1 strip.
+std::pair<int64_t, int64_t> bench_token_grid(int64_t tokens) {
+  auto isqrt = [](int64_t n) { return int64_t(std::llround(std::sqrt(double(n)))); };
+  int64_t H = isqrt(tokens), W = H;
+  if (H * W != tokens) {
+    H = W = isqrt(tokens - 1);
+    if (H * W != tokens - 1 || H == 0) H = tokens, W = 1;
+  }
+  return {H, W};
+}
+
+// One run per variant, and per product order for the variants with an "order" option (SimA):
+// (variant, order), order "" for the others.
+std::vector<std::pair<std::string, std::string>> attention_runs(const AttentionBenchConfig& cfg) {
   // Every row of the variant table (nn/attention/variants.h) unless a list is given.
   std::vector<std::string> variants = cfg.variants.empty() ? attention_variant_names() : cfg.variants;
   for (auto& v : variants) attention_variant(v, "attention bench");  // an unknown name lists the valid ones
-  // The token grid (SOFT's bottleneck needs one): all N tokens when N is a square; else, when
-  // N - 1 is a square (a class token then the patches, as in DeiT's 197 = 1 + 14²), the last
-  // N - 1; else an N x 1 strip.
-  auto isqrt = [](int64_t n) { return int64_t(std::llround(std::sqrt(double(n)))); };
-  int64_t H = isqrt(cfg.tokens), W = H;
-  if (H * W != cfg.tokens) {
-    H = W = isqrt(cfg.tokens - 1);
-    if (H * W != cfg.tokens - 1 || H == 0) H = cfg.tokens, W = 1;
-  }
-
   for (auto& o : cfg.orders)
     check(o == "auto" || o == "qk_first" || o == "kv_first", "attention bench: order '", o,
           "' is not one of: auto, qk_first, kv_first");
-  // One run per variant, and per product order for the variants with an "order" option (SimA).
-  std::vector<std::pair<std::string, std::string>> runs;  // (variant, order)
+  std::vector<std::pair<std::string, std::string>> runs;
   for (const std::string& name : variants) {
     if (!attention_variant(name).option("order")) runs.emplace_back(name, "");
     else
       for (const std::string& o : cfg.orders) runs.emplace_back(name, o);
   }
+  return runs;
+}
 
-  std::vector<AttentionBenchRow> rows;
-  for (const auto& [name, order] : runs) {
-    AttentionBenchRow row;
-    row.variant = name;
-    row.order = order;
-    try {
-      AttentionOptions opt;
-      opt.variant = name;
-      opt.dim = cfg.dim;
-      opt.num_heads = cfg.heads;
-      if (!order.empty()) opt.order = order;
-      opt.num_tokens = cfg.tokens;  // linformer: the N its E, F are built for
-      auto attn = make_attention(opt);
-      Tensor x = randn({cfg.batch, cfg.tokens, cfg.dim});
-      Tensor gy = randn({cfg.batch, cfg.tokens, cfg.dim});
-      row.forward_ms = median_ms(
-          [&] {
-            NoGradGuard ng;
-            attn->forward(x, H, W);
-          },
-          cfg.timing);
-      attn->reset_exp_calls();
-      const int64_t flops0 = gemm_flops();
-      {
-        NoGradGuard ng;
-        attn->forward(x, H, W);
-      }
-      row.gemm_gflop = double(gemm_flops() - flops0) * 1e-9;
-      row.exp_calls = attn->exp_calls();
-      row.train_ms = median_ms(
-          [&] {
-            attn->zero_grad();
-            attn->forward(x, H, W).backward(gy);
-          },
-          cfg.timing);
-    } catch (const Error& e) {
-      row.error = e.what();
+// One attention block of `cfg`'s shape with variant `name` (and SimA's product `order`) on an
+// H x W token grid: forward and forward + backward times, GEMM GFLOP and exp calls of one
+// forward; a sima::Error becomes the row's error.
+AttentionBenchRow bench_attention_run(const AttentionBenchConfig& cfg, const std::string& name,
+                                      const std::string& order, int64_t H, int64_t W) {
+  AttentionBenchRow row;
+  row.variant = name;
+  row.order = order;
+  try {
+    AttentionOptions opt;
+    opt.variant = name;
+    opt.dim = cfg.dim;
+    opt.num_heads = cfg.heads;
+    if (!order.empty()) opt.order = order;
+    opt.num_tokens = cfg.tokens;  // linformer: the N its E, F are built for
+    auto attn = make_attention(opt);
+    Tensor x = randn({cfg.batch, cfg.tokens, cfg.dim});
+    Tensor gy = randn({cfg.batch, cfg.tokens, cfg.dim});
+    row.forward_ms = median_ms(
+        [&] {
+          NoGradGuard ng;
+          attn->forward(x, H, W);
+        },
+        cfg.timing);
+    attn->reset_exp_calls();
+    const int64_t flops0 = gemm_flops();
+    {
+      NoGradGuard ng;
+      attn->forward(x, H, W);
     }
-    rows.push_back(row);
+    row.gemm_gflop = double(gemm_flops() - flops0) * 1e-9;
+    row.exp_calls = attn->exp_calls();
+    row.train_ms = median_ms(
+        [&] {
+          attn->zero_grad();
+          attn->forward(x, H, W).backward(gy);
+        },
+        cfg.timing);
+  } catch (const Error& e) {
+    row.error = e.what();
   }
+  return row;
+}
+
+}  // namespace
+
+std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& cfg) {
+  check(cfg.batch >= 1 && cfg.tokens >= 1 && cfg.heads >= 1 && cfg.dim >= 1, "attention bench: batch, tokens, dim ",
+        "and heads must be positive");
+  check(cfg.dim % cfg.heads == 0, "attention bench: --heads ", cfg.heads, " does not divide --dim ", cfg.dim);
+  const std::vector<std::pair<std::string, std::string>> runs = attention_runs(cfg);
+  const auto [H, W] = bench_token_grid(cfg.tokens);
+  std::vector<AttentionBenchRow> rows;
+  for (const auto& [name, order] : runs) rows.push_back(bench_attention_run(cfg, name, order, H, W));
   return rows;
 }
 

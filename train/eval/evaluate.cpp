@@ -51,6 +51,47 @@ std::string format(const char* fmt, double v) {
   return buf;
 }
 
+// Every label of `batch` must be a class of the model's C.
+void check_batch_labels(const Batch& batch, const Dataset& dataset, int64_t C) {
+  for (size_t i = 0; i < batch.labels.size(); ++i) {
+    const int64_t y = batch.labels[i];
+    check(y >= 0 && y < C, "evaluate: sample ", batch.indices[i], " of ", dataset.describe(),
+          y < 0 ? " has no label" : " has label " + std::to_string(y), " (the model has ", C, " classes: 0..",
+          C - 1, ")");
+  }
+}
+
+// A batch's logits (B, C) into the counts: top-k hits, per-class counts, the confusion matrix.
+void count_batch(EvalResult& r, const Tensor& logits, const Batch& batch, int64_t C, int64_t k, int64_t& correct_k) {
+  const int64_t B = static_cast<int64_t>(batch.labels.size());
+  for (int64_t i = 0; i < B; ++i) {
+    const float* row = logits.data() + i * C;
+    const int64_t y = batch.labels[size_t(i)];
+    correct_k += rank_of(row, C, y) < k;
+    r.per_class_count[size_t(y)] += 1;
+    r.confusion[size_t(y)][size_t(argmax_row(row, C))] += 1;  // top-1 hits: its diagonal
+  }
+  r.count += B;
+}
+
+// The summary and per-class figures from the counts. One count for both: top-1 is the
+// confusion's trace.
+void summarize(EvalResult& r, int64_t C, int64_t correct5, double loss_sum, double forward_seconds) {
+  int64_t correct1 = 0;
+  for (size_t c = 0; c < size_t(C); ++c) correct1 += r.confusion[c][c];
+  if (r.count > 0) {
+    r.loss = loss_sum / static_cast<double>(r.count);
+    r.top1 = 100.0 * static_cast<double>(correct1) / static_cast<double>(r.count);
+    r.top5 = 100.0 * static_cast<double>(correct5) / static_cast<double>(r.count);
+  }
+  r.per_class_accuracy.assign(size_t(C), 0.0);
+  for (size_t c = 0; c < size_t(C); ++c)
+    if (r.per_class_count[c] > 0)
+      r.per_class_accuracy[c] =
+          100.0 * static_cast<double>(r.confusion[c][c]) / static_cast<double>(r.per_class_count[c]);
+  r.images_per_second = forward_seconds > 0.0 ? static_cast<double>(r.count) / forward_seconds : 0.0;
+}
+
 }  // namespace
 
 // ---- dataset evaluation ------------------------------------------------------------
@@ -84,43 +125,17 @@ EvalResult evaluate(Model& model, std::shared_ptr<const Dataset> dataset, const 
   Batch batch;
   while (loader.next(batch)) {
     const int64_t B = static_cast<int64_t>(batch.labels.size());
-    for (int64_t i = 0; i < B; ++i) {
-      const int64_t y = batch.labels[size_t(i)];
-      check(y >= 0 && y < C, "evaluate: sample ", batch.indices[size_t(i)], " of ", dataset->describe(),
-            y < 0 ? " has no label" : " has label " + std::to_string(y), " (the model has ", C, " classes: 0..",
-            C - 1, ")");
-    }
+    check_batch_labels(batch, *dataset, C);
     const Clock::time_point t0 = Clock::now();
     const Tensor logits = model.forward(batch.images);  // (B, C)
     forward_seconds += seconds_since(t0);
     check(logits.dim() == 2 && logits.size(0) == B && logits.size(1) == C, "evaluate: the model returned logits ",
           logits.shape(), " for a batch of ", B, " images and ", C, " classes");
     loss_sum += static_cast<double>(cross_entropy(logits, batch.labels, 0.f, Reduction::Sum).item());
-    for (int64_t i = 0; i < B; ++i) {
-      const float* row = logits.data() + i * C;
-      const int64_t y = batch.labels[size_t(i)];
-      correct5 += rank_of(row, C, y) < k;
-      r.per_class_count[size_t(y)] += 1;
-      r.confusion[size_t(y)][size_t(argmax_row(row, C))] += 1;  // top-1 hits: its diagonal
-    }
-    r.count += B;
+    count_batch(r, logits, batch, C, k, correct5);
   }
-
   r.seconds = seconds_since(start);
-  // One count for the summary and the per-class figures: top-1 is the confusion's trace.
-  int64_t correct1 = 0;
-  for (size_t c = 0; c < size_t(C); ++c) correct1 += r.confusion[c][c];
-  if (r.count > 0) {
-    r.loss = loss_sum / static_cast<double>(r.count);
-    r.top1 = 100.0 * static_cast<double>(correct1) / static_cast<double>(r.count);
-    r.top5 = 100.0 * static_cast<double>(correct5) / static_cast<double>(r.count);
-  }
-  r.per_class_accuracy.assign(size_t(C), 0.0);
-  for (size_t c = 0; c < size_t(C); ++c)
-    if (r.per_class_count[c] > 0)
-      r.per_class_accuracy[c] =
-          100.0 * static_cast<double>(r.confusion[c][c]) / static_cast<double>(r.per_class_count[c]);
-  r.images_per_second = forward_seconds > 0.0 ? static_cast<double>(r.count) / forward_seconds : 0.0;
+  summarize(r, C, correct5, loss_sum, forward_seconds);
   return r;
 }
 

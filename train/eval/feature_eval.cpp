@@ -294,17 +294,70 @@ std::vector<KnnResult> knn_classify(const Tensor& train_x, const std::vector<int
 
 // ---- linear probe ---------------------------------------------------------------------
 
-LinearProbeResult linear_probe(const Tensor& train_x, const std::vector<int64_t>& train_labels, const Tensor& test_x,
-                               const std::vector<int64_t>& test_labels, const LinearProbeOptions& o) {
-  const char* who = "linear_probe";
-  check_feature_pair(train_x, train_labels, test_x, test_labels, who);
+namespace {
+
+void check_probe_options(const LinearProbeOptions& o, const char* who) {
   check(o.epochs >= 1, who, ": epochs ", o.epochs, " must be at least 1");
   check(std::isfinite(o.lr) && o.lr > 0.0, who, ": lr ", o.lr, " must be positive");
   check(o.batch_size >= 1, who, ": batch_size ", o.batch_size, " must be at least 1");
   check(std::isfinite(o.weight_decay) && o.weight_decay >= 0.0, who, ": weight_decay ", o.weight_decay,
         " must be >= 0");
   check(o.momentum >= 0.0 && o.momentum < 1.0, who, ": momentum ", o.momentum, " is not in [0, 1)");
-  const int64_t N = train_x.size(0), D = train_x.size(1), M = test_x.size(0);
+}
+
+// One epoch of SGD on the head over the train rows in `order`, in batches of o.batch_size,
+// the lr from `lr_schedule` at each global `step` (advanced); sets e.lr and e.train_loss.
+void probe_train_epoch(Linear& head, SGD& sgd, const ScheduleOptions& lr_schedule, const Tensor& train_x,
+                       const std::vector<int64_t>& train_labels, const std::vector<int64_t>& order,
+                       const LinearProbeOptions& o, int64_t& step, ProbeEpoch& e) {
+  const int64_t N = train_x.size(0);
+  double loss_sum = 0.0;
+  for (int64_t b0 = 0; b0 < N; b0 += o.batch_size, ++step) {
+    const std::vector<int64_t> idx(order.begin() + b0, order.begin() + std::min(N, b0 + o.batch_size));
+    std::vector<int64_t> y(idx.size());
+    for (size_t i = 0; i < idx.size(); ++i) y[i] = train_labels[size_t(idx[i])];
+    e.lr = schedule_value(lr_schedule, step);
+    sgd.set_lr(e.lr);
+    Tensor x;
+    {
+      NoGradGuard no_grad;
+      x = index_select(train_x, 0, idx);  // (B, D), outside the graph
+    }
+    const Tensor loss = cross_entropy(head.forward(x), y);  // mean over the batch
+    check(std::isfinite(loss.item()), "linear_probe: the loss is ", loss.item(), " at epoch ", e.epoch,
+          "; lower the lr (--probe-lr)");
+    loss_sum += double(loss.item()) * double(idx.size());
+    loss.backward();
+    sgd.step();
+    sgd.zero_grad();
+  }
+  e.train_loss = loss_sum / double(N);
+}
+
+// Test accuracy: one forward of all test rows (M, D) -> e.top1, e.top5 (top-min(5, C)).
+void probe_test(Linear& head, const Tensor& test_x, const std::vector<int64_t>& test_labels, int64_t C,
+                ProbeEpoch& e) {
+  const int64_t M = test_x.size(0);
+  if (M == 0) return;
+  int64_t c1 = 0, c5 = 0;
+  const Tensor logits = head.forward(test_x);  // (M, C)
+  for (int64_t i = 0; i < M; ++i) {
+    const int64_t rank = rank_of(logits.data() + i * C, C, test_labels[size_t(i)]);
+    c1 += rank < 1;
+    c5 += rank < std::min<int64_t>(5, C);
+  }
+  e.top1 = 100.0 * double(c1) / double(M);
+  e.top5 = 100.0 * double(c5) / double(M);
+}
+
+}  // namespace
+
+LinearProbeResult linear_probe(const Tensor& train_x, const std::vector<int64_t>& train_labels, const Tensor& test_x,
+                               const std::vector<int64_t>& test_labels, const LinearProbeOptions& o) {
+  const char* who = "linear_probe";
+  check_feature_pair(train_x, train_labels, test_x, test_labels, who);
+  check_probe_options(o, who);
+  const int64_t N = train_x.size(0), D = train_x.size(1);
   check(N > 0, who, ": no train samples");
   const int64_t C = class_count(o.num_classes, train_labels, test_labels, who);
   const Clock::time_point start = Clock::now();
@@ -329,41 +382,9 @@ LinearProbeResult linear_probe(const Tensor& train_x, const std::vector<int64_t>
     // A Fisher–Yates shuffle of the train rows, continuing the seeded stream.
     for (int64_t i = N - 1; i > 0; --i) std::swap(order[size_t(i)], order[gen.randint(uint64_t(i) + 1)]);
     ProbeEpoch e{.epoch = epoch};
-    double loss_sum = 0.0;
-    for (int64_t b0 = 0; b0 < N; b0 += o.batch_size, ++step) {
-      const std::vector<int64_t> idx(order.begin() + b0, order.begin() + std::min(N, b0 + o.batch_size));
-      std::vector<int64_t> y(idx.size());
-      for (size_t i = 0; i < idx.size(); ++i) y[i] = train_labels[size_t(idx[i])];
-      e.lr = schedule_value(lr_schedule, step);
-      sgd.set_lr(e.lr);
-      Tensor x;
-      {
-        NoGradGuard no_grad;
-        x = index_select(train_x, 0, idx);  // (B, D), outside the graph
-      }
-      const Tensor loss = cross_entropy(r.head->forward(x), y);  // mean over the batch
-      check(std::isfinite(loss.item()), who, ": the loss is ", loss.item(), " at epoch ", epoch,
-            "; lower the lr (--probe-lr)");
-      loss_sum += double(loss.item()) * double(idx.size());
-      loss.backward();
-      sgd.step();
-      sgd.zero_grad();
-    }
-    e.train_loss = loss_sum / double(N);
-
-    // Test accuracy: one forward of all test rows.
+    probe_train_epoch(*r.head, sgd, lr_schedule, train_x, train_labels, order, o, step, e);
     NoGradGuard no_grad;
-    int64_t c1 = 0, c5 = 0;
-    if (M > 0) {
-      const Tensor logits = r.head->forward(test_x);  // (M, C)
-      for (int64_t i = 0; i < M; ++i) {
-        const int64_t rank = rank_of(logits.data() + i * C, C, test_labels[size_t(i)]);
-        c1 += rank < 1;
-        c5 += rank < std::min<int64_t>(5, C);
-      }
-      e.top1 = 100.0 * double(c1) / double(M);
-      e.top5 = 100.0 * double(c5) / double(M);
-    }
+    probe_test(*r.head, test_x, test_labels, C, e);
     r.epochs.push_back(e);
     if (o.on_epoch) o.on_epoch(e);
   }

@@ -108,6 +108,36 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::state() const {
   return out;
 }
 
+namespace {
+
+// The saved state's "step" entry as a step count (one finite, whole, non-negative value).
+int64_t checked_step_count(const Tensor* step) {
+  check(step != nullptr, "optimizer state: missing entry 'step'");
+  check(step->numel() == 1, "optimizer state: entry 'step' has shape ", step->shape(), ", expected one value");
+  const float sv = step->data()[0];
+  check(std::isfinite(sv) && sv >= 0.f && sv == std::floor(sv), "optimizer state: entry 'step' holds ", sv,
+        ", not a step count");
+  return static_cast<int64_t>(sv);
+}
+
+// A parameter has every kind of buffer or none (it was never updated). `params`: name ->
+// (flat index, tensor); `kinds`: the buffer kinds in order; `found`: (kind, flat index) -> entry.
+void check_whole_buffer_sets(const std::map<std::string, std::pair<int64_t, Tensor>>& params,
+                             const std::vector<std::string>& kinds,
+                             const std::map<std::pair<size_t, int64_t>, Tensor>& found) {
+  for (const auto& [pname, idx] : params) {
+    int have = -1;
+    for (size_t k = 0; k < kinds.size(); ++k)
+      if (found.count({k, idx.first})) have = static_cast<int>(k);
+    if (have < 0) continue;
+    for (size_t k = 0; k < kinds.size(); ++k)
+      check(found.count({k, idx.first}) > 0, "optimizer state: missing entry '", kinds[k], ".", pname, "' (",
+            kinds[size_t(have)], ".", pname, " is present)");
+  }
+}
+
+}  // namespace
+
 void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& state) {
   // Parameter name -> flat index and tensor.
   std::map<std::string, std::pair<int64_t, Tensor>> params;
@@ -147,24 +177,13 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& st
     check(t.shape() == want, "optimizer state: entry '", name, "' has shape ", t.shape(), ", expected ", want);
     found[{k->second, p->second.first}] = t;
   }
-  check(step != nullptr, "optimizer state: missing entry 'step'");
-  check(step->numel() == 1, "optimizer state: entry 'step' has shape ", step->shape(), ", expected one value");
-  const float sv = step->data()[0];
-  check(std::isfinite(sv) && sv >= 0.f && sv == std::floor(sv), "optimizer state: entry 'step' holds ", sv,
-        ", not a step count");
-  // A parameter has every kind of buffer or none (it was never updated).
-  for (const auto& [pname, idx] : params) {
-    int have = -1;
-    for (size_t k = 0; k < buffers_.size(); ++k)
-      if (found.count({k, idx.first})) have = static_cast<int>(k);
-    if (have < 0) continue;
-    for (size_t k = 0; k < buffers_.size(); ++k)
-      check(found.count({k, idx.first}) > 0, "optimizer state: missing entry '", buffers_[k].first, ".", pname,
-            "' (", buffers_[have].first, ".", pname, " is present)");
-  }
+  const int64_t step_count = checked_step_count(step);
+  std::vector<std::string> kind_names;
+  for (const auto& [kind, list] : buffers_) kind_names.push_back(kind);
+  check_whole_buffer_sets(params, kind_names, found);
 
   // 2. Apply: copies, so the optimizer never shares storage with the caller's tensors.
-  step_count_ = static_cast<int64_t>(sv);
+  step_count_ = step_count;
   for (size_t k = 0; k < buffers_.size(); ++k)
     for (Tensor& b : buffers_[k].second) b = Tensor();
   for (const auto& [key, t] : found) buffers_[key.first].second[key.second] = t.detach().clone();

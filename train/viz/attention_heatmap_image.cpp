@@ -178,11 +178,82 @@ ForegroundMass foreground_mass(const std::vector<float>& map, const std::vector<
 // ---- one image file -----------------------------------------------------------------
 
 namespace {
+
 // Nearest-neighbour resize by an integer factor: each pixel becomes a k x k block.
 Image enlarged(const Image& img, int64_t k) {
   if (k == 1) return img;
   return transforms::functional::resize(img, img.height * k, img.width * k, transforms::Interpolation::Nearest);
 }
+
+// The image file as read (errors name the file), without its alpha plane.
+Image read_without_alpha(const std::string& path) {
+  Image img = read_image(path, 0);
+  if (img.channels == 2 || img.channels == 4) {  // drop alpha (the planes come last in CHW)
+    img.channels -= 1;
+    img.data.resize(static_cast<size_t>(img.numel()));
+  }
+  return img;
+}
+
+// The files of one image, all made before the first is written: (file name, image) of the
+// 8-bit overlays and panel, and of the 16-bit raw maps.
+struct HeatmapImages {
+  std::vector<std::pair<std::string, Image>> pngs, pngs16;
+};
+
+// Map `m` ("q", "k" or "cls") on its token grid, upsampled onto the image (`rgb`, `g`): its
+// statistics (returned; with opt.foreground also j["foreground_share"]), its overlay appended
+// to `panel` and `images`, and with opt.raw its 16-bit map.
+nlohmann::json draw_map(const std::string& m, const std::vector<float>& grid, const TokenGrid& tg,
+                        const InputGeometry& g, const Image& rgb, const std::vector<float>& grey,
+                        const std::string& name, const HeatmapOptions& opt, nlohmann::json& j,
+                        std::vector<Image>& panel, HeatmapImages& images) {
+  const auto peak = std::max_element(grid.begin(), grid.end()) - grid.begin();
+  nlohmann::json s = {{"grid", {tg.height, tg.width}},
+                      {"min", *std::min_element(grid.begin(), grid.end())},
+                      {"max", grid[size_t(peak)]},
+                      {"argmax", {peak / tg.width, peak % tg.width}}};
+  std::vector<float> pix = upsample_to_image(grid, tg.height, tg.width, g);
+  if (opt.foreground) s["foreground_mass_raw"] = foreground_mass(pix, grey, opt.foreground_threshold).mass;
+  normalize_min_max(pix);
+  if (opt.foreground) {
+    const ForegroundMass f = foreground_mass(pix, grey, opt.foreground_threshold);
+    s["foreground_mass"] = f.mass;
+    j["foreground_share"] = f.share;
+  }
+  Image ov = overlay(rgb, pix, opt.colormap, opt.alpha);
+  panel.push_back(ov);
+  images.pngs.emplace_back(name + "_" + m + ".png", std::move(ov));
+  if (opt.raw) {
+    Image r(1, rgb.height, rgb.width);
+    for (size_t i = 0; i < pix.size(); ++i) r.data[i] = std::isfinite(pix[i]) ? pix[i] : 0.f;
+    images.pngs16.emplace_back(name + "_" + m + "_raw.png", std::move(r));
+  }
+  return s;
+}
+
+// Writes every image into opt.out_dir (the 8-bit ones opt.scale times larger), each file
+// atomically; returns their paths.
+nlohmann::json write_heatmap_images(const HeatmapImages& images, const HeatmapOptions& opt) {
+  check(opt.scale >= 1, "heatmap scale must be at least 1, got ", opt.scale);
+  std::error_code ec;
+  fs::create_directories(opt.out_dir, ec);
+  check(fs::is_directory(opt.out_dir), "cannot create the output folder ", opt.out_dir,
+        ec ? " (" + ec.message() + ")" : std::string());
+  nlohmann::json files = nlohmann::json::array();
+  for (auto& [file, im] : images.pngs) {
+    const std::string out = (fs::path(opt.out_dir) / file).string();
+    write_png(out, enlarged(im, opt.scale));
+    files.push_back(out);
+  }
+  for (auto& [file, im] : images.pngs16) {
+    const std::string out = (fs::path(opt.out_dir) / file).string();
+    write_png16(out, im);
+    files.push_back(out);
+  }
+  return files;
+}
+
 }  // namespace
 
 nlohmann::json make_heatmaps(Model& model, const ModelConfig& input, const std::string& path, const std::string& name,
@@ -191,11 +262,7 @@ nlohmann::json make_heatmaps(Model& model, const ModelConfig& input, const std::
   check(which == "q" || which == "k" || which == "both" || which == "cls", "heatmaps: which '", which,
         "' is not one of: q, k, both, cls");
   check(opt.alpha >= 0.f && opt.alpha <= 1.f, "heatmaps: alpha ", opt.alpha, " is not in [0, 1]");
-  Image img = read_image(path, 0);  // errors name the file
-  if (img.channels == 2 || img.channels == 4) {  // drop alpha (the planes come last in CHW)
-    img.channels -= 1;
-    img.data.resize(static_cast<size_t>(img.numel()));
-  }
+  const Image img = read_without_alpha(path);
   Image x_img;
   try {
     Generator unused(0);  // the eval transform draws nothing
@@ -230,55 +297,15 @@ nlohmann::json make_heatmaps(Model& model, const ModelConfig& input, const std::
   if (which == "q" || which == "both") maps.push_back("q");
   if (which == "k" || which == "both") maps.push_back("k");
   if (which == "cls") maps.push_back("cls");
-
-  std::vector<std::pair<std::string, Image>> pngs, pngs16;  // file name, image
+  HeatmapImages images;
   std::vector<Image> panel{rgb};
   for (const std::string& m : maps) {
     const std::vector<float>& grid = m == "q" ? tm.q : m == "k" ? tm.k : tm.cls;
     const TokenGrid& tg = m == "q" ? tm.layout.q : tm.layout.k;
-    const auto peak = std::max_element(grid.begin(), grid.end()) - grid.begin();
-    nlohmann::json s = {{"grid", {tg.height, tg.width}},
-                        {"min", *std::min_element(grid.begin(), grid.end())},
-                        {"max", grid[size_t(peak)]},
-                        {"argmax", {peak / tg.width, peak % tg.width}}};
-    std::vector<float> pix = upsample_to_image(grid, tg.height, tg.width, g);
-    if (opt.foreground) s["foreground_mass_raw"] = foreground_mass(pix, grey, opt.foreground_threshold).mass;
-    normalize_min_max(pix);
-    if (opt.foreground) {
-      const ForegroundMass f = foreground_mass(pix, grey, opt.foreground_threshold);
-      s["foreground_mass"] = f.mass;
-      j["foreground_share"] = f.share;
-    }
-    j["maps"][m] = s;
-    Image ov = overlay(rgb, pix, opt.colormap, opt.alpha);
-    panel.push_back(ov);
-    pngs.emplace_back(name + "_" + m + ".png", std::move(ov));
-    if (opt.raw) {
-      Image r(1, img.height, img.width);
-      for (size_t i = 0; i < pix.size(); ++i) r.data[i] = std::isfinite(pix[i]) ? pix[i] : 0.f;
-      pngs16.emplace_back(name + "_" + m + "_raw.png", std::move(r));
-    }
+    j["maps"][m] = draw_map(m, grid, tg, g, rgb, grey, name, opt, j, panel, images);
   }
-  pngs.emplace_back(name + "_panel.png", side_by_side(panel));
-
-  // Every image is made before the first file is written; each file is written atomically.
-  check(opt.scale >= 1, "heatmap scale must be at least 1, got ", opt.scale);
-  std::error_code ec;
-  fs::create_directories(opt.out_dir, ec);
-  check(fs::is_directory(opt.out_dir), "cannot create the output folder ", opt.out_dir,
-        ec ? " (" + ec.message() + ")" : std::string());
-  nlohmann::json files = nlohmann::json::array();
-  for (auto& [file, im] : pngs) {
-    const std::string out = (fs::path(opt.out_dir) / file).string();
-    write_png(out, enlarged(im, opt.scale));
-    files.push_back(out);
-  }
-  for (auto& [file, im] : pngs16) {
-    const std::string out = (fs::path(opt.out_dir) / file).string();
-    write_png16(out, im);
-    files.push_back(out);
-  }
-  j["files"] = files;
+  images.pngs.emplace_back(name + "_panel.png", side_by_side(panel));
+  j["files"] = write_heatmap_images(images, opt);
   return j;
 }
 

@@ -119,19 +119,20 @@ std::string gnuplot_error(const std::string& stderr_path, const std::string& scr
   return first;
 }
 
-}  // namespace
+// The two panels' curves.
+struct Panels {
+  std::vector<Series> loss{{"train_loss", "train loss", {}}, {"test_loss", "test loss", {}}};
+  std::vector<Series> acc{{"test_top1", "test top-1", {}}, {"test_top5", "test top-5", {}}};
+};
 
-bool gnuplot_available() { return !find_gnuplot().empty(); }
-
-std::string render_curves(const std::string& csv_path, const std::string& png_path) {
-  // ---- the curves from the CSV
+// Reads the curves from the CSV into `panels`, dropping the series without a value; returns
+// "" or why there are no curves.
+std::string read_curves(const std::string& csv_path, Panels& panels) {
   std::ifstream in(csv_path);
   if (!in.is_open()) return "no curves: cannot read " + csv_path;
   std::string line;
   if (!std::getline(in, line)) return "no curves: " + csv_path + " has no rows yet";
   const std::vector<std::string> header = split_csv_line(line);
-  std::vector<Series> loss{{"train_loss", "train loss", {}}, {"test_loss", "test loss", {}}};
-  std::vector<Series> acc{{"test_top1", "test top-1", {}}, {"test_top5", "test top-5", {}}};
   auto column = [&](const std::string& name) -> int {
     for (size_t c = 0; c < header.size(); ++c)
       if (header[c] == name) return static_cast<int>(c);
@@ -146,32 +147,31 @@ std::string render_curves(const std::string& csv_path, const std::string& png_pa
     const std::vector<std::string> cells = split_csv_line(line);
     double epoch, v;
     if (epoch_col >= static_cast<int>(cells.size()) || !parse_number(cells[epoch_col], epoch)) continue;
-    for (std::vector<Series>* panel : {&loss, &acc})
+    for (std::vector<Series>* panel : {&panels.loss, &panels.acc})
       for (Series& s : *panel) {
         const int c = column(s.column);
         if (c >= 0 && c < static_cast<int>(cells.size()) && parse_number(cells[c], v)) s.points.push_back({epoch, v});
       }
   }
   if (rows == 0) return "no curves: " + csv_path + " has no rows yet";
-  std::erase_if(loss, [](const Series& s) { return s.points.empty(); });
-  std::erase_if(acc, [](const Series& s) { return s.points.empty(); });
-  if (loss.empty() && acc.empty())
+  std::erase_if(panels.loss, [](const Series& s) { return s.points.empty(); });
+  std::erase_if(panels.acc, [](const Series& s) { return s.points.empty(); });
+  if (panels.loss.empty() && panels.acc.empty())
     return "no curves: " + csv_path + " has no values of train_loss, test_loss, test_top1 or test_top5";
+  return "";
+}
 
-  const std::string gnuplot = find_gnuplot();
-  if (gnuplot.empty()) return "no curves: gnuplot missing (not found on PATH)";
-
-  // ---- the gnuplot script: terminal, data blocks, one panel per non-empty group
-  // "<png>.tmp.<pid>" like every atomic write, so a run killed while gnuplot draws leaves a
-  // temporary that the next start of the run removes (core/durable_file.h).
-  const std::string tmp_png = temp_path_for(png_path);
+// The gnuplot script: terminal, data blocks, one panel per non-empty group, drawn into `png`.
+std::string gnuplot_script(const Panels& panels, const std::string& png) {
+  const std::vector<Series>& loss = panels.loss;
+  const std::vector<Series>& acc = panels.acc;
   std::ostringstream gp;
   gp << "if (strstrt(' '.GPVAL_TERMINALS.' ', ' pngcairo ') > 0) {\n"
         "  set terminal pngcairo noenhanced size 1200,480\n"
         "} else {\n"
         "  set terminal png noenhanced size 1200,480\n"
         "}\n";
-  gp << "set output " << gp_quote(tmp_png) << "\n";
+  gp << "set output " << gp_quote(png) << "\n";
   gp.precision(10);
   for (const std::vector<Series>* panel : {&loss, &acc})
     for (const Series& s : *panel) {
@@ -179,12 +179,12 @@ std::string render_curves(const std::string& csv_path, const std::string& png_pa
       for (auto [x, y] : s.points) gp << x << " " << y << "\n";
       gp << "EOD\n";
     }
-  const int panels = (loss.empty() ? 0 : 1) + (acc.empty() ? 0 : 1);
+  const int panel_count = (loss.empty() ? 0 : 1) + (acc.empty() ? 0 : 1);
   double last_epoch = 0;
   for (const std::vector<Series>* panel : {&loss, &acc})
     for (const Series& s : *panel)
       for (auto [x, y] : s.points) last_epoch = std::max(last_epoch, x);
-  gp << "set multiplot layout 1," << panels << "\n"
+  gp << "set multiplot layout 1," << panel_count << "\n"
      << "set grid\nset xlabel 'epoch'\n";
   if (last_epoch <= 20) gp << "set xtics 1\n";  // whole epochs while few, gnuplot's choice after
   // The key where the curves are not: top right for falling losses, bottom right for rising accuracy.
@@ -199,28 +199,16 @@ std::string render_curves(const std::string& csv_path, const std::string& png_pa
   plot(loss, "loss", "loss", "top right");
   plot(acc, "accuracy", "accuracy (%)", "bottom right");
   gp << "unset multiplot\nset output\n";
+  return gp.str();
+}
 
-  const std::string script = make_temp_file("gp"), errors = make_temp_file("err");
-  auto cleanup = [&] {
-    std::error_code ec;
-    if (!script.empty()) fs::remove(script, ec);
-    if (!errors.empty()) fs::remove(errors, ec);
-    fs::remove(tmp_png, ec);
-  };
-  {
-    std::ofstream f(script);
-    f << gp.str();
-    f.close();
-    if (script.empty() || errors.empty() || !f) {
-      cleanup();
-      return "no curves: cannot write a temporary gnuplot script";
-    }
-  }
-
-  // ---- run gnuplot <script>: stdin and stdout /dev/null, stderr to `errors`.
-  // fork + exec rather than posix_spawn for one call in between: PR_SET_PDEATHSIG has the kernel
-  // kill gnuplot when the thread that forked it (waiting below) dies. Otherwise a run SIGKILLed while gnuplot draws leaves it
-  // running, and it can create <png>.tmp.<pid> after the next start has removed the temporaries.
+// Runs `gnuplot <script>` with stdin and stdout /dev/null, stderr to `errors`, and waits for
+// it: returns its wait status, or -1 with `start_errno` set when it could not be started.
+// fork + exec rather than posix_spawn for one call in between: PR_SET_PDEATHSIG has the kernel
+// kill gnuplot when the thread that forked it (waiting here) dies. Otherwise a run SIGKILLed
+// while gnuplot draws leaves it running, and it can create <png>.tmp.<pid> after the next start
+// has removed the temporaries.
+int run_gnuplot(const std::string& gnuplot, const std::string& script, const std::string& errors, int& start_errno) {
   const int fd_in = ::open("/dev/null", O_RDONLY | O_CLOEXEC), fd_out = ::open("/dev/null", O_WRONLY | O_CLOEXEC),
             fd_err = ::open(errors.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   std::vector<char*> argv{const_cast<char*>(gnuplot.c_str()), const_cast<char*>(script.c_str()), nullptr};
@@ -232,15 +220,51 @@ std::string render_curves(const std::string& csv_path, const std::string& png_pa
     ::execve(gnuplot.c_str(), argv.data(), environ);
     ::_exit(127);
   }
-  const int start_errno = errno;
+  start_errno = errno;
   for (int fd : {fd_in, fd_out, fd_err})
     if (fd >= 0) ::close(fd);
-  if (pid < 0) {
-    cleanup();
-    return "no curves: cannot run " + gnuplot + " (" + std::strerror(start_errno) + ")";
-  }
+  if (pid < 0) return -1;
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+}  // namespace
+
+bool gnuplot_available() { return !find_gnuplot().empty(); }
+
+std::string render_curves(const std::string& csv_path, const std::string& png_path) {
+  Panels panels;
+  if (std::string reason = read_curves(csv_path, panels); !reason.empty()) return reason;
+  const std::string gnuplot = find_gnuplot();
+  if (gnuplot.empty()) return "no curves: gnuplot missing (not found on PATH)";
+
+  // "<png>.tmp.<pid>" like every atomic write, so a run killed while gnuplot draws leaves a
+  // temporary that the next start of the run removes (core/durable_file.h).
+  const std::string tmp_png = temp_path_for(png_path);
+  const std::string script = make_temp_file("gp"), errors = make_temp_file("err");
+  auto cleanup = [&] {
+    std::error_code ec;
+    if (!script.empty()) fs::remove(script, ec);
+    if (!errors.empty()) fs::remove(errors, ec);
+    fs::remove(tmp_png, ec);
+  };
+  {
+    std::ofstream f(script);
+    f << gnuplot_script(panels, tmp_png);
+    f.close();
+    if (script.empty() || errors.empty() || !f) {
+      cleanup();
+      return "no curves: cannot write a temporary gnuplot script";
+    }
+  }
+
+  int start_errno = 0;
+  const int status = run_gnuplot(gnuplot, script, errors, start_errno);
+  if (status < 0) {
+    cleanup();
+    return "no curves: cannot run " + gnuplot + " (" + std::strerror(start_errno) + ")";
   }
   const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   std::error_code ec;
