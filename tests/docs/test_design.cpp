@@ -26,11 +26,13 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
     {"apps", {"core", "nn", "data", "models", "train"}},
 };
 
-// The folder of a quoted include ("core/tensor.h" -> "core"), or "" for any other include.
-std::string included_folder(const std::string& line) {
-  const size_t inc = line.find("#include \"");
+// The folder a quoted include's path names after `prefix` ("core/tensor.h" -> "core";
+// with prefix "train/", "train/loop/loop.h" -> "loop"), or "" for any other include.
+std::string included_folder(const std::string& line, const std::string& prefix = "") {
+  const std::string key = "#include \"" + prefix;
+  const size_t inc = line.find(key);
   if (inc == std::string::npos) return "";
-  const size_t start = inc + 10, slash = line.find('/', start), quote = line.find('"', start);
+  const size_t start = inc + key.size(), slash = line.find('/', start), quote = line.find('"', start);
   if (slash == std::string::npos || quote == std::string::npos || slash > quote) return "";
   return line.substr(start, slash - start);
 }
@@ -78,16 +80,6 @@ namespace {
 const std::vector<std::string> kTrainRooms = {"config", "optim", "eval", "distributed",
                                               "viz", "loop", "objectives", "bench"};
 
-// The sub-folder of train/ a quoted include names ("train/loop/loop.h" -> "loop"), else "".
-std::string included_room(const std::string& line) {
-  const std::string key = "#include \"train/";
-  const size_t at = line.find(key);
-  if (at == std::string::npos) return "";
-  const size_t start = at + key.size(), slash = line.find('/', start), quote = line.find('"', start);
-  if (slash == std::string::npos || quote == std::string::npos || slash > quote) return "";
-  return line.substr(start, slash - start);
-}
-
 int room_index(const std::string& room) {
   for (size_t i = 0; i < kTrainRooms.size(); ++i)
     if (kTrainRooms[i] == room) return static_cast<int>(i);
@@ -96,10 +88,10 @@ int room_index(const std::string& room) {
 
 }  // namespace
 
-TEST_CASE("included_room reads the sub-folder of a train/ include only") {
-  CHECK(included_room("#include \"train/loop/loop.h\"") == "loop");
-  CHECK(included_room("#include \"train/x.h\"") == "");
-  CHECK(included_room("#include \"models/config.h\"") == "");
+TEST_CASE("included_folder with a prefix reads the sub-folder of a train/ include only") {
+  CHECK(included_folder("#include \"train/loop/loop.h\"", "train/") == "loop");
+  CHECK(included_folder("#include \"train/x.h\"", "train/") == "");
+  CHECK(included_folder("#include \"models/config.h\"", "train/") == "");
 }
 
 TEST_CASE("design.md layering: train/'s sub-folders include only the ones before them") {
@@ -117,7 +109,7 @@ TEST_CASE("design.md layering: train/'s sub-folders include only the ones before
     int n = 0;
     for (std::string line; std::getline(in, line);) {
       ++n;
-      const std::string inc = included_room(line);
+      const std::string inc = included_folder(line, "train/");
       if (inc.empty()) continue;
       ++includes;
       CHECK_MESSAGE(room_index(inc) >= 0, "train/" << rel.string() << ":" << n << " includes train/" << inc << "/");
