@@ -18,8 +18,8 @@ PACKAGES=(
   dataset-fashion-mnist              # /usr/share/datasets/fashion-mnist
   python3-torch                      # PyTorch: parity tests (tests/parity) and the speed peer
   python3-pil python3-torchvision    # Pillow + torchvision: the eval-transform parity test (tests/parity/gen_pil_resize.py)
-  gnuplot-nox                        # curves.png of a run (train/curves.cpp); optional at run time
-  libopenmpi-dev openmpi-bin         # MPI data-parallel training (mpirun -np P sima-train, train/distributed.h)
+  gnuplot-nox                        # curves.png of a run (train/viz/curves.cpp); optional at run time
+  libopenmpi-dev openmpi-bin         # MPI data-parallel training (mpirun -np P sima-train, train/distributed/)
   clang libclang-rt-dev libomp-dev   # libFuzzer harnesses (tests/fuzz): clang, its fuzzer/ASan/UBSan runtimes, OpenMP
 )
 

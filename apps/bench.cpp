@@ -1,10 +1,10 @@
-// sima-bench: speed of attention blocks and whole models (train/benchmark.h).
+// sima-bench: speed of attention blocks and whole models (train/bench/benchmark.h).
 //
 //   sima-bench attention [--n N] [--dim D] [--heads H] [--batch B] [--variants all|a,b,..]
 //                        [--order LIST] [--preset table3|fig1_tokens|fig1_dim] [--reps K] [--json]
 //   sima-bench model --model NAME|JSON [--batch B] [--img S] [--reps K] [--json]
 //
-// --preset runs the SimA paper's shapes (attention_preset in train/benchmark.h): Table 3, and the
+// --preset runs the SimA paper's shapes (attention_preset in train/bench/benchmark.h): Table 3, and the
 // Figure 1 sweeps over resolution (tokens) and width, SimA in each pinned order and auto.
 // Compare with PyTorch in the same session: /usr/bin/python3 tests/bench/deit_peer.py
 // (tests/bench/compare_pytorch.py runs both, alternating).
@@ -16,8 +16,8 @@
 #include "core/json_schema.h"
 #include "core/parallel.h"
 #include "nn/attention/variants.h"
-#include "train/benchmark.h"
-#include "train/cli.h"
+#include "train/bench/benchmark.h"
+#include "train/config/cli.h"
 
 namespace {
 

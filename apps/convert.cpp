@@ -21,7 +21,7 @@
 #include "models/checkpoint.h"
 #include "models/upstream.h"
 #include "models/upstream_export.h"
-#include "train/cli.h"
+#include "train/config/cli.h"
 
 using namespace sima;
 

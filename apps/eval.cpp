@@ -10,26 +10,26 @@
 //                       [--train-limit N] [--limit N] [--seed S] [--json]
 //   build/bin/sima-eval --features pixels --data fashion_mnist --knn       (the raw-pixel baseline)
 //
-// --resize auto|pil|float: how the eval transform resizes (train/transforms.h EvalResize; auto:
-// timm's PIL resize on 8-bit images). The model, its input normalisation, the eval crop, the
-// training data spec and the class names all come from the checkpoint's metadata
-// (train/evaluate.h, read_checkpoint_eval_info).
-// Output: train/evaluate.h format_report (text) or one JSON object on stdout (--json);
-// --knn / --linear-probe: train/feature_eval_run.h.
+// --resize auto|pil|float: how the eval transform resizes (EvalResize in
+// train/config/transforms_factory.h; auto: timm's PIL resize on 8-bit images). The model, its input
+// normalisation, the eval crop, the training data spec and the class names all come from the
+// checkpoint's metadata (train/eval/evaluate.h, read_checkpoint_eval_info).
+// Output: train/eval/evaluate.h format_report (text) or one JSON object on stdout (--json);
+// --knn / --linear-probe: train/eval/feature_eval_run.h.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "data/dataset.h"
 #include "core/rng.h"
+#include "data/dataset.h"
 #include "models/checkpoint.h"
 #include "models/registry.h"
-#include "train/cli.h"
-#include "train/data_spec.h"
-#include "train/evaluate.h"
-#include "train/feature_eval_run.h"
-#include "train/transforms.h"
+#include "train/config/cli.h"
+#include "train/config/data_spec.h"
+#include "train/config/transforms_factory.h"
+#include "train/eval/evaluate.h"
+#include "train/eval/feature_eval_run.h"
 
 namespace {
 
@@ -222,7 +222,8 @@ int main(int argc, char** argv) {
            "0");
   cli.flag("resize", "auto|pil|float",
            "eval resize: pil = timm's exactly (Pillow's antialiased bicubic on 8-bit pixels), float = bicubic on "
-           "float pixels without antialiasing, auto = pil for 8-bit images (train/transforms.h)",
+           "float pixels without antialiasing, auto = pil for 8-bit images "
+           "(train/config/transforms_factory.h)",
            false, "auto");
   cli.option("json", "print one JSON object instead of the report");
   cli.repeated("image", "PATH", "classify these images instead (repeatable; also takes several paths)");

@@ -8,17 +8,17 @@
 // Per image: <out>/<name>_q.png, <name>_k.png (overlays at the image's size, times K with --scale), <name>_panel.png
 // (image | maps), with --raw <name>_q_raw.png ... (the [0, 1] map, 16-bit grey). --which cls:
 // the class token's attention row of a softmax model instead. The model, its input
-// normalisation and the eval crop come from the checkpoint (train/evaluate.h,
-// read_checkpoint_eval_info); the work is train/heatmap.h's.
+// normalisation and the eval crop come from the checkpoint (train/eval/evaluate.h,
+// read_checkpoint_eval_info); the work is train/viz/attention_heatmap.h's.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "models/checkpoint.h"
-#include "train/cli.h"
-#include "train/evaluate.h"
-#include "train/heatmap.h"
+#include "train/config/cli.h"
+#include "train/eval/evaluate.h"
+#include "train/viz/attention_heatmap.h"
 
 using namespace sima;
 

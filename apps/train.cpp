@@ -1,17 +1,18 @@
-// sima-train: trains a model from a JSON experiment config (train/config.h).
+// sima-train: trains a model from a JSON experiment config (train/config/experiment_config.h).
 //
 //   build/bin/sima-train --config configs/quickstart.json [--set key.path=value ...]
 //                        [--out runs/NAME] [--resume] [--check] [--quiet] [--allow-nonfinite]
 //
 // The whole config is validated before any work. The run folder gets the resolved config,
-// metrics.jsonl/.csv, curves.png and the checkpoints (train/trainer.h; with dino.enabled,
-// DINO self-supervised training, train/dino_trainer.h), and run.lock: one writer per folder
-// (train/run_lock.h). Ctrl-C (SIGINT) or
+// metrics.jsonl/.csv, curves.png and the checkpoints (train/objectives/trainer.h; with dino.enabled,
+// DINO self-supervised training, train/objectives/dino_trainer.h), and run.lock: one writer per folder
+// (train/loop/run_lock.h). Ctrl-C (SIGINT) or
 // SIGTERM finishes the current step, saves the train state and exits 130 with the command
 // that resumes.
 //
 // Under mpirun (mpirun -np P sima-train ...) the P ranks train one model data-parallel
-// (train/distributed.h): rank 0 prints and writes the run folder; a rank that fails ends the job.
+// (train/distributed/distributed.h): rank 0 prints and writes the run folder; a rank that fails
+// ends the job.
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -19,13 +20,13 @@
 #include <iostream>
 
 #include "core/error.h"
-#include "models/registry.h"
 #include "models/finite_check.h"
-#include "train/cli.h"
-#include "train/config.h"
-#include "train/dino_trainer.h"
-#include "train/distributed.h"
-#include "train/trainer.h"
+#include "models/registry.h"
+#include "train/config/cli.h"
+#include "train/config/experiment_config.h"
+#include "train/distributed/distributed.h"
+#include "train/objectives/dino_trainer.h"
+#include "train/objectives/trainer.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -115,7 +116,7 @@ int main(int argc, char** argv) {
     }
     TrainerOptions opt{.run_dir = cli.get("out"), .resume = cli.is_set("resume"),
                        .quiet = cli.is_set("quiet") || !comm.is_main(), .stop_flag = &g_stop};
-    if (cfg.dino.enabled) {  // self-supervised: train/dino_trainer.h
+    if (cfg.dino.enabled) {  // self-supervised: train/objectives/dino_trainer.h
       DinoTrainer dino(cfg, opt);
       DinoTrainResult r = dino.fit();
       char done[512] = "";

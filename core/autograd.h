@@ -69,11 +69,11 @@ void attach_grad_fn(Tensor& out, const char* name, const std::vector<Tensor>& in
 // The engine: d(root)/d(leaves) given d(loss)/d(root) = grad.
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 
-// Gradient-ready hook, for data-parallel training (train/distributed.h starts all-reducing a
-// bucket of gradients while backward still runs). While set, run_backward calls it once per
-// leaf the graph reaches, as soon as every contribution to that leaf's .grad of this backward
-// has been accumulated (its .grad may still be undefined: no gradient reached it). The order
-// is backward's, the same for the same graph. An empty function removes the hook.
+// Gradient-ready hook, for data-parallel training (train/distributed/distributed.h starts
+// all-reducing a bucket of gradients while backward still runs). While set, run_backward calls it
+// once per leaf the graph reaches, as soon as every contribution to that leaf's .grad of this
+// backward has been accumulated (its .grad may still be undefined: no gradient reached it). The
+// order is backward's, the same for the same graph. An empty function removes the hook.
 using GradReadyHook = std::function<void(TensorImpl& leaf)>;
 void set_grad_ready_hook(GradReadyHook hook);
 

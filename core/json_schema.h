@@ -12,7 +12,7 @@
 //                                         or one the kind does not read, is an error naming
 //                                         the path and listing the keys valid at that level
 //
-// The experiment config (train/config_schema.cpp), the model config (models/registry.cpp)
+// The experiment config (train/config/experiment_fields.cpp), the model config (models/registry.cpp)
 // and the attention options (nn/attention/variants.h) are tables of SchemaField; the
 // documentation table (sima-train --config-reference) is generated from them.
 #pragma once

@@ -31,7 +31,7 @@ struct LoaderOptions {
   int num_workers = 0;     // worker threads; 0 = load in the calling thread, inside next()
   int prefetch = 0;        // batches decoded ahead (ring slots); 0 = 2 · num_workers
   uint64_t seed = 0;       // of the epoch order and every sample's augmentation
-  // Sharding for data-parallel training (train/distributed.h), like PyTorch's
+  // Sharding for data-parallel training (train/distributed/distributed.h), like PyTorch's
   // DistributedSampler: every replica computes the same seeded epoch order and cuts the same
   // global batches of batch_size; replica `rank` builds the contiguous slice
   // [rank·b, (rank+1)·b) of each, b = batch_size / num_replicas (batch_size must divide;

@@ -1,6 +1,6 @@
 // Pillow's Image.resize on 8-bit images, pixel for pixel, and the torchvision PIL-path ops
 // around it that timm's eval transform uses (Resize(int), CenterCrop). With these an image
-// file decoded to 8 bits reaches the model as timm would feed it (train/transforms.h).
+// file decoded to 8 bits reaches the model as timm would feed it (train/config/transforms_factory.h).
 //
 // Sources (the math, transcribed): Pillow src/libImaging/Resample.c (precompute_coeffs,
 // normalize_coeffs_8bpc, ImagingResampleHorizontal/Vertical_8bpc, ImagingResampleInner),

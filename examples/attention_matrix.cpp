@@ -5,7 +5,7 @@
 //                                      [--layer L] [--head H] [--out a_matrix.png] [--scale K]
 //
 // The image goes through the checkpoint's eval transform, the model runs once, and the layer's
-// qk_hook hands over q̂, k̂ (1, h, N, d) (train/heatmap.h, token_maps). Per head:
+// qk_hook hands over q̂, k̂ (1, h, N, d) (train/viz/attention_heatmap.h, token_maps). Per head:
 //   A[i, j] = Σ_c q̂[i, c] k̂[j, c]          (N × Nk; rows: query tokens, columns: key tokens)
 // Printed: the shape, max |A| and Σ|A| against the bound d, the share of negative entries, the
 // range of the row sums (1 for every row of a softmax), and the largest ℓ1 norm of a column of
@@ -18,10 +18,10 @@
 #include "core/error.h"
 #include "data/image_io.h"
 #include "models/checkpoint.h"
-#include "train/cli.h"
-#include "train/evaluate.h"
-#include "train/heatmap.h"
-#include "train/transforms.h"
+#include "train/config/cli.h"
+#include "train/config/transforms_factory.h"
+#include "train/eval/evaluate.h"
+#include "train/viz/attention_heatmap.h"
 
 using namespace sima;
 

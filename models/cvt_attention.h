@@ -29,10 +29,10 @@
 #include <string>
 
 #include "nn/attention/attention.h"
-#include "nn/conv.h"
+#include "nn/conv2d.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
-#include "nn/norm.h"
+#include "nn/normalization.h"
 
 namespace sima {
 

@@ -18,7 +18,7 @@
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
-#include "nn/norm.h"
+#include "nn/normalization.h"
 
 namespace sima {
 

@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 #include "core/ops/shape_ops.h"
-#include "nn/norm.h"
+#include "nn/normalization.h"
 
 namespace sima {
 

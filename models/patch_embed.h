@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "nn/conv.h"
+#include "nn/conv2d.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "nn/conv.h"
+#include "nn/conv2d.h"
 #include "nn/module.h"
 
 namespace sima {

@@ -13,10 +13,10 @@
 
 #include "nn/attention/attention.h"
 #include "nn/attention/class_attention.h"
-#include "nn/conv.h"
+#include "nn/conv2d.h"
 #include "nn/layers.h"
 #include "nn/mlp.h"
-#include "nn/norm.h"
+#include "nn/normalization.h"
 
 namespace sima {
 

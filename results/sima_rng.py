@@ -3,13 +3,13 @@ training subset, evaluation subset, validation split, batch order, crop offsets 
 
   Xoshiro              sima::Generator (core/rng.cpp): xoshiro256** (Blackman & Vigna), its
                        state seeded by splitmix64; randint by rejection of the top partial block
-  seeded_permutation   train/data_spec.cpp: Fisher-Yates from the top with Xoshiro(seed)
+  seeded_permutation   train/config/data_spec.cpp: Fisher-Yates from the top with Xoshiro(seed)
   random_subset        the sorted first n of that permutation (data.train_subset, test_subset)
   holdout_split        the sorted first n held out (data.validation), the rest trains
   epoch_order          data/loader_pipeline.cpp: the epoch's visiting order, Fisher-Yates with
                        Xoshiro(hash_seed(seed, "order", epoch, 0))
   crop_flip_draws      data/loader.cpp: sample `index` of epoch `epoch` draws from its own
-                       Xoshiro(hash_seed(seed, "sampl", epoch, index)); train/transforms.cpp's
+                       Xoshiro(hash_seed(seed, "sampl", epoch, index)); train/config/transforms_factory.cpp's
                        random_crop draws top, then left (when padded), horizontal_flip a uniform
 Checked against sima.cpp: tests/results/torch_twin_smoke.sh (the evaluation subsets and the
 validation split give sima-train's top-1 and loss) and the twin's step losses from sima.cpp's

@@ -23,7 +23,7 @@ Two checks against sima.cpp (both in tests/results/torch_twin_smoke.sh):
                           reset) instead of a seeded init: with drop path 0 the step losses and
                           gradient norms are sima-train's until float rounding drifts apart.
 
-The config: every key of sima.cpp's schema (train/config.h, models/config_fields.cpp) is known
+The config: every key of sima.cpp's schema (train/config/experiment_config.h, models/config_fields.cpp) is known
 here. A key the twin reads (READ) may take any valid value; a key that cannot change the numbers
 of this recipe (NO_EFFECT) is accepted and ignored; every other known key must keep sima.cpp's
 default value (DEFAULTS) and an unknown key is refused: the twin never trains another recipe.
@@ -39,13 +39,13 @@ Matched exactly (same definitions as sima.cpp):
     random draws (results/sima_rng.py ports its generator and loader): the same training subset,
     evaluation subset and validation split, the same batches in the same order (drop_last), the
     same crop offsets and flips for every image;
-  - augmentation (train/transforms.cpp): zero padding, the crop back to 28x28, the horizontal
+  - augmentation (train/config/transforms_factory.cpp): zero padding, the crop back to 28x28, the horizontal
     flip, then normalisation with the model's mean/std (0.2860, 0.3530); evaluation:
     normalisation only (28x28 images pass the evaluation resize untouched);
   - AdamW (PyTorch's update, decoupled decay p *= 1 - lr*wd) with lr, betas, eps and weight
     decay from the config, no decay on 1-D parameters and on names in optimizer.no_weight_decay
-    (train/optim.cpp's is_no_decay_name); lr = optimizer.lr, or base_lr * batch / lr_base_batch;
-  - the per-step schedule (train/schedule.cpp): linear warmup from warmup_lr over
+    (train/optim/optim.cpp's is_no_decay_name); lr = optimizer.lr, or base_lr * batch / lr_base_batch;
+  - the per-step schedule (train/optim/schedule.cpp): linear warmup from warmup_lr over
     round(warmup_epochs * steps_per_epoch) steps, then cosine to min_lr at the last step;
   - label-smoothed cross-entropy, BatchNorm batch statistics in training and running statistics
     in evaluation, evaluation every eval_every epochs and after the last, its loss unsmoothed.
@@ -84,7 +84,7 @@ class ConfigError(Exception):
 
 # ---- the config -----------------------------------------------------------------------------
 
-# sima.cpp's defaults (train/config.h; the model's: models/registry.cpp cvt_13_28, models/cvt.cpp
+# sima.cpp's defaults (train/config/experiment_config.h; the model's: models/registry.cpp cvt_13_28, models/cvt.cpp
 # cvt_small_config), for every key a config may hold.
 DEFAULTS = {
     "name": "run",
@@ -304,7 +304,7 @@ def build_model(c):
                heads=tuple(c["model.stage_heads"]), drop_path=tuple(float(r) for r in c["model.stage_drop_path"]))
 
 
-def is_no_decay_name(name, names):  # train/optim.cpp: a dot-separated component, or a suffix
+def is_no_decay_name(name, names):  # train/optim/optim.cpp: a dot-separated component, or a suffix
     for n in filter(None, names):
         pos = name.find(n)
         while pos >= 0:
@@ -331,7 +331,7 @@ def effective_lr(c):
     return c["optimizer.base_lr"] * c["data.batch_size"] / c["optimizer.lr_base_batch"]
 
 
-def lr_at(step, c, warmup, total):  # train/schedule.cpp's cosine with linear warmup
+def lr_at(step, c, warmup, total):  # train/optim/schedule.cpp's cosine with linear warmup
     base, t = effective_lr(c), min(step, total)
     if t < warmup:
         return c["schedule.warmup_lr"] + (base - c["schedule.warmup_lr"]) * t / warmup

@@ -1,5 +1,5 @@
 // SyncBatchNorm's op: batch_norm2d in training mode with the statistics of the batch of every
-// process of a data-parallel job (train/distributed.h), as torch.nn.SyncBatchNorm.
+// process of a data-parallel job (train/distributed/distributed.h), as torch.nn.SyncBatchNorm.
 #pragma once
 #include <functional>
 

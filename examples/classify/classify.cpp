@@ -11,12 +11,12 @@
 #include <numeric>
 #include <string>
 
-#include "core/autograd.h"        // NoGradGuard
-#include "core/ops.h"             // softmax
-#include "data/image_io.h"        // read_image
-#include "models/checkpoint.h"    // load_checkpoint
-#include "train/evaluate.h"       // read_checkpoint_eval_info
-#include "train/transforms.h"     // eval_transform
+#include "core/autograd.h"                    // NoGradGuard
+#include "core/ops.h"                         // softmax
+#include "data/image_io.h"                    // read_image
+#include "models/checkpoint.h"                // load_checkpoint
+#include "train/config/transforms_factory.h"  // eval_transform
+#include "train/eval/evaluate.h"              // read_checkpoint_eval_info
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -25,13 +25,14 @@ int main(int argc, char** argv) {
   }
   try {
     std::shared_ptr<sima::Model> model = sima::load_checkpoint(argv[1]);              // models/checkpoint.h
-    const sima::CheckpointEvalInfo info = sima::read_checkpoint_eval_info(argv[1]);   // train/evaluate.h
+    const sima::CheckpointEvalInfo info = sima::read_checkpoint_eval_info(argv[1]);   // train/eval/evaluate.h
     model->eval();  // dropout and drop-path off
 
     // (C, H, W) in [0, 1] with the model's channels, then the checkpoint's eval transform.
     sima::Image img = sima::read_image(argv[2], int(info.config.in_chans));           // data/image_io.h
     sima::Generator unused(0);  // the eval transform draws no random numbers
-    sima::Image x = sima::eval_transform(info.config, info.crop_pct)(img, unused);    // train/transforms.h
+    // train/config/transforms_factory.h
+    sima::Image x = sima::eval_transform(info.config, info.crop_pct)(img, unused);
     sima::Tensor input = sima::from_vector(x.data, {1, x.channels, x.height, x.width});
 
     sima::NoGradGuard no_grad;                                                        // core/autograd.h

@@ -6,13 +6,13 @@
 #include <cstdio>
 #include <string>
 
-#include "core/ops.h"             // cross_entropy
-#include "data/image_io.h"        // read_image
-#include "models/checkpoint.h"    // load_checkpoint, save_checkpoint
-#include "models/safetensors.h"   // read_safetensors_metadata
-#include "train/evaluate.h"       // read_checkpoint_eval_info
-#include "train/optim.h"          // AdamW, param_groups_no_decay
-#include "train/transforms.h"     // eval_transform
+#include "core/ops.h"                         // cross_entropy
+#include "data/image_io.h"                    // read_image
+#include "models/checkpoint.h"                // load_checkpoint, save_checkpoint
+#include "models/safetensors.h"               // read_safetensors_metadata
+#include "train/config/transforms_factory.h"  // eval_transform
+#include "train/eval/evaluate.h"              // read_checkpoint_eval_info
+#include "train/optim/optim.h"                // AdamW, param_groups_no_decay
 
 int main(int argc, char** argv) {
   if (argc < 6) {
@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
     const std::string out_path = argv[5];
 
     // timm's grouping: no weight decay on biases, norms, pos_embed, cls_token.
-    auto groups = sima::param_groups_no_decay(model->named_parameters(), {"pos_embed", "cls_token"});  // train/optim.h
+    // train/optim/optim.h
+    auto groups = sima::param_groups_no_decay(model->named_parameters(), {"pos_embed", "cls_token"});
     sima::AdamW opt(groups, {.lr = 1e-3, .weight_decay = 0.05});
     model->train();
     for (int step = 0; step < steps; ++step) {

@@ -12,9 +12,9 @@
 
 #include "core/gradcheck.h"
 #include "core/ops.h"
-#include "models/registry.h"           // config_from_json, create_model
-#include "nn/attention/variants.h"     // AttentionVariant, register_attention_variant
-#include "train/config.h"              // config_reference_markdown (sima-train --config-reference)
+#include "models/registry.h"                 // config_from_json, create_model
+#include "nn/attention/variants.h"           // AttentionVariant, register_attention_variant
+#include "train/config/experiment_config.h"  // config_reference_markdown (sima-train --config-reference)
 
 // q, k, v (B, h, N, d) -> (B, h, N, d).
 sima::Tensor sigmoid_attention(const sima::Tensor& q, const sima::Tensor& k, const sima::Tensor& v) {

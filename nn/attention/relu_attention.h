@@ -18,7 +18,7 @@
 #include <string>
 
 #include "nn/attention/attention.h"
-#include "nn/norm.h"
+#include "nn/normalization.h"
 
 namespace sima {
 

@@ -25,8 +25,8 @@
 #include <string>
 
 #include "nn/attention/attention.h"
-#include "nn/conv.h"
-#include "nn/norm.h"
+#include "nn/conv2d.h"
+#include "nn/normalization.h"
 
 namespace sima {
 

@@ -18,7 +18,7 @@
 #include "core/parallel.h"
 #include "nn/attention/attention.h"
 #include "nn/attention/variants.h"
-#include "train/benchmark.h"
+#include "train/bench/benchmark.h"
 
 using namespace sima;
 

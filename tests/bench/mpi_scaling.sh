@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scaling of sima-train from 1 to 2 MPI ranks on this machine (train/distributed.h), one
+# Scaling of sima-train from 1 to 2 MPI ranks on this machine (train/distributed/distributed.h), one
 # OpenMP thread per rank, the same global batch: images/s, the communication share of a step
 # and the bytes all-reduced per step. Rounds alternate 1 rank / 2 ranks, because the machine
 # is shared and noisy. Run from the repository root after ./setup.sh:

@@ -1,6 +1,7 @@
-// The experiment config as sima-train reads it (train/config.h): the JSON document, then each
-// --set key=value override, then experiment_from_json (every key read and validated), then
-// the resolved config written back and read again (what the run folder's config.json holds).
+// The experiment config as sima-train reads it (train/config/experiment_config.h): the JSON
+// document, then each --set key=value override, then experiment_from_json (every key read and
+// validated), then the resolved config written back and read again (what the run folder's
+// config.json holds).
 //
 //   input = [config JSON] ( "\n--set " [key=value] )*
 // The document goes through a file, as sima-train reads it: read_json_file.
@@ -10,7 +11,7 @@
 
 #include "core/error.h"
 #include "fuzz_common.h"
-#include "train/config.h"
+#include "train/config/experiment_config.h"
 
 using namespace sima;
 

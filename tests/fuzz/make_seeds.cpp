@@ -16,7 +16,7 @@
 #include "models/registry.h"
 #include "models/safetensors.h"
 #include "nn/attention/variants.h"
-#include "train/config.h"
+#include "train/config/experiment_config.h"
 
 using namespace sima;
 namespace fs = std::filesystem;

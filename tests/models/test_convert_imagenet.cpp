@@ -3,8 +3,8 @@
 // them into the checkpoint's "classes" (sima-eval's .pth loader names them too), and
 // sima-eval --image prints the top-5 by name.
 // SIMA_PTH_DIR names the fixture's folder.
-#include "testing.h"
 #include "app_testing.h"
+#include "testing.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -13,7 +13,7 @@
 
 #include "data/image_io.h"
 #include "data/imagenet_classes.h"
-#include "train/evaluate.h"
+#include "train/eval/evaluate.h"
 
 using namespace sima;
 using namespace sima::testing;

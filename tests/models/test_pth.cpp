@@ -18,7 +18,7 @@
 #include "models/pth.h"
 #include "models/upstream.h"
 #include "models/zip_archive.h"
-#include "train/evaluate.h"
+#include "train/eval/evaluate.h"
 
 using namespace sima;
 using namespace sima::testing;

@@ -9,7 +9,7 @@
 #include "models/checkpoint.h"
 #include "models/registry.h"
 #include "nn/attention/variants.h"
-#include "train/config.h"
+#include "train/config/experiment_config.h"
 
 using namespace sima;
 using json = nlohmann::json;

@@ -1,5 +1,5 @@
 // Data-parallel training with real processes: `mpirun -np 2 sima-train` against one process
-// with the same global batch (train/distributed.h). Built only with SIMA_MPI (label "mpi").
+// with the same global batch (train/distributed/distributed.h). Built only with SIMA_MPI (label "mpi").
 //
 // What "equal" means. Two ranks compute the same mean gradient as one process, but summed in
 // another order: mean over 8 images per rank, then (g0 + g1)/2, against a mean over 16. The
@@ -225,7 +225,7 @@ TEST_CASE("DINO: 2 ranks = one process (student, teacher, center all-reduced)") 
   CHECK(hs > 10 * kTol);
   CHECK(hc > 10 * kTol);
   // (ema.epoch_sums, the logged figures' running sums, differ on purpose: the batch entropy of
-  // 2 ranks is the mean of each rank's, not the entropy of the whole batch; train/dino_trainer.cpp.)
+  // 2 ranks is the mean of each rank's, not the entropy of the whole batch; train/objectives/dino.cpp.)
 }
 
 TEST_CASE("resume across rank counts: 2 ranks for 2 steps, then 1 process = 1 process for 4 steps") {

@@ -6,10 +6,10 @@
 #include "nn/attention/attention.h"
 #include "nn/attention/variants.h"
 #include "nn/attention/xca.h"
-#include "nn/conv.h"
+#include "nn/conv2d.h"
 #include "nn/layers.h"
 #include "nn/mlp.h"
-#include "nn/norm.h"
+#include "nn/normalization.h"
 
 using namespace sima;
 using namespace sima::testing;

@@ -2,11 +2,11 @@
 // train/eval behaviour.
 #include "testing.h"
 
-#include "nn/conv.h"
+#include "nn/conv2d.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
-#include "nn/norm.h"
+#include "nn/normalization.h"
 
 using namespace sima;
 using namespace sima::testing;

@@ -8,7 +8,7 @@
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
-#include "nn/norm.h"
+#include "nn/normalization.h"
 
 using namespace sima;
 using namespace sima::testing;

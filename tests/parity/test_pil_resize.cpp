@@ -19,7 +19,7 @@
 
 #include "data/imagenet_classes.h"
 #include "data/pil_resize.h"
-#include "train/transforms.h"
+#include "train/config/transforms_factory.h"
 
 using namespace sima;
 using json = nlohmann::json;
@@ -147,7 +147,8 @@ TEST_CASE("eval_transform equals timm's eval transform on PIL images (bytes, the
     Generator unused(0);
     for (EvalResize mode : {EvalResize::Auto, EvalResize::Pil}) {
       CAPTURE(eval_resize_name(mode));
-      // auto passes an image already img_size × img_size through (train/transforms.h): only pil is timm there.
+      // auto passes an image already img_size × img_size through
+      // (train/config/transforms_factory.h): only pil is timm there.
       if (mode == EvalResize::Auto && in.height == size && in.width == size && c.at("crop_pct").get<double>() < 1) continue;
       CHECK(max_diff(eval_transform(eval_model(c, in.channels), c.at("crop_pct"), mode)(src, unused), want) <= 1e-6f);
     }

@@ -9,8 +9,8 @@
 #include "core/parallel.h"
 #include "models/registry.h"
 #include "nn/attention/variants.h"
-#include "train/benchmark.h"
-#include "train/heatmap.h"
+#include "train/bench/benchmark.h"
+#include "train/viz/attention_heatmap.h"
 
 using namespace sima;
 using namespace sima::testing;

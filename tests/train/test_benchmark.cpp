@@ -4,11 +4,11 @@
 // so the app never rots.
 #include <doctest/doctest.h>
 
+#include "app_testing.h"
 #include "core/flops.h"
 #include "core/ops.h"
-#include "app_testing.h"
 #include "testing.h"
-#include "train/benchmark.h"
+#include "train/bench/benchmark.h"
 
 using namespace sima;
 using sima::testing::error_message;

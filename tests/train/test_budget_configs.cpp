@@ -8,7 +8,7 @@
 
 #include "models/budget.h"
 #include "models/registry.h"
-#include "train/config.h"
+#include "train/config/experiment_config.h"
 
 using namespace sima;
 

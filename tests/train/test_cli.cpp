@@ -1,4 +1,4 @@
-// Cli: every behaviour of train/cli.h (both value forms, repeated flags with several values,
+// Cli: every behaviour of train/config/cli.h (both value forms, repeated flags with several values,
 // switches, defaults, --help, each error with its one line and exit code 2, get_int/get_double),
 // then the sima-eval binary end to end: --help, a bad flag, a missing checkpoint, and a JSON
 // evaluation of a tiny checkpoint on 200 Fashion-MNIST test images checked against evaluate().
@@ -14,16 +14,16 @@
 #include <iostream>
 #include <sstream>
 
+#include "app_testing.h"
 #include "data/idx.h"
 #include "data/image_io.h"
+#include "data/temp_dir.h"
 #include "models/checkpoint.h"
 #include "models/registry.h"
-#include "data/temp_dir.h"
-#include "app_testing.h"
 #include "testing.h"
-#include "train/cli.h"
-#include "train/evaluate.h"
-#include "train/transforms.h"
+#include "train/config/cli.h"
+#include "train/config/transforms_factory.h"
+#include "train/eval/evaluate.h"
 
 using namespace sima;
 using namespace sima::testing;

@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "testing.h"
-#include "train/config.h"
+#include "train/config/experiment_config.h"
 
 using namespace sima;
 using sima::testing::error_message;

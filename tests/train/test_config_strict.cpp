@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "models/registry.h"
 #include "testing.h"
-#include "train/config.h"
+#include "train/config/experiment_config.h"
 
 using namespace sima;
 using sima::testing::error_message;

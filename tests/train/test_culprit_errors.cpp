@@ -24,8 +24,8 @@
 #include "models/safetensors.h"
 #include "models/zip_archive.h"
 #include "testing.h"
-#include "train/config.h"
-#include "train/evaluate.h"
+#include "train/config/experiment_config.h"
+#include "train/eval/evaluate.h"
 
 using namespace sima;
 using sima::testing::error_message;

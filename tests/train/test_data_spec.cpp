@@ -8,7 +8,7 @@
 #include "data/image_io.h"
 #include "data/temp_dir.h"
 #include "testing.h"
-#include "train/data_spec.h"
+#include "train/config/data_spec.h"
 
 using namespace sima;
 using namespace sima::testing;

@@ -21,11 +21,11 @@
 #include "models/registry.h"
 #include "models/safetensors.h"
 #include "nn/init.h"
-#include "nn/norm.h"
+#include "nn/normalization.h"
 #include "testing.h"
-#include "train/dino_trainer.h"
-#include "train/ema.h"
-#include "train/metrics.h"
+#include "train/loop/metrics.h"
+#include "train/objectives/dino_trainer.h"
+#include "train/optim/ema.h"
 
 using namespace sima;
 using sima::testing::error_message;

@@ -2,11 +2,11 @@
 // computation written out by hand, the frozen weight_g, a module gradcheck, errors.
 #include <cmath>
 
+#include "nn/dino_head.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "testing.h"
-#include "train/dino_head.h"
-#include "train/optim.h"
+#include "train/optim/optim.h"
 
 using namespace sima;
 using namespace sima::testing;

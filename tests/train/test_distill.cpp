@@ -1,4 +1,4 @@
-// DeiT distillation (train/distill.h):
+// DeiT distillation (train/objectives/distill.h):
 // - the hard and soft losses against values worked out by hand on tiny logits, and the α mix;
 // - the soft KL's hand-derived backward against finite differences and against the same
 //   function composed of primitive ops; the whole loss's gradients against finite differences;
@@ -22,10 +22,10 @@
 #include "models/registry.h"
 #include "models/safetensors.h"
 #include "testing.h"
-#include "train/data_spec.h"
-#include "train/distill.h"
-#include "train/trainer.h"
-#include "train/transforms.h"
+#include "train/config/data_spec.h"
+#include "train/config/transforms_factory.h"
+#include "train/objectives/distill.h"
+#include "train/objectives/trainer.h"
 
 using namespace sima;
 using sima::testing::check_close;

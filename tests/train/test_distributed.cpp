@@ -1,4 +1,4 @@
-// Data parallelism without mpirun (train/distributed.h): the loader's shards, the gradient
+// Data parallelism without mpirun (train/distributed/distributed.h): the loader's shards, the gradient
 // buckets, the grad-ready hook, GradSync over a fake communicator, and SyncBatchNorm's op
 // run by two threads as two "ranks" against batch_norm2d on the concatenated batch.
 // The real multi-process runs are tests/mpi/test_mpi_train.cpp.
@@ -14,7 +14,7 @@
 #include "core/ops.h"
 #include "data/loader_pipeline.h"
 #include "testing.h"
-#include "train/distributed.h"
+#include "train/distributed/distributed.h"
 
 using namespace sima;
 using sima::testing::error_message;

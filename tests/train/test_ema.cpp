@@ -5,9 +5,9 @@
 
 #include "core/error.h"
 #include "nn/linear.h"
-#include "nn/norm.h"
+#include "nn/normalization.h"
 #include "testing.h"
-#include "train/ema.h"
+#include "train/optim/ema.h"
 
 using namespace sima;
 using namespace sima::testing;

@@ -15,8 +15,8 @@
 #include "models/checkpoint.h"
 #include "models/registry.h"
 #include "testing.h"
-#include "train/evaluate.h"
-#include "train/transforms.h"
+#include "train/config/transforms_factory.h"
+#include "train/eval/evaluate.h"
 
 using namespace sima;
 using namespace sima::testing;

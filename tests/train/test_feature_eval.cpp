@@ -1,4 +1,4 @@
-// Frozen-feature evaluation (train/feature_eval.h, train/feature_eval_run.h, sima-eval --knn /
+// Frozen-feature evaluation (train/eval/feature_eval.h, train/eval/feature_eval_run.h, sima-eval --knn /
 // --linear-probe): DINO's weighted k-NN on 2-D points with hand-worked weights, the temperature
 // flipping a vote, ties, ℓ2-normalisation, k > N_train, chunking, a brute-force oracle on random
 // clusters; the linear probe on a separable set; feature extraction (shape, determinism, equal to
@@ -13,19 +13,19 @@
 #include <numeric>
 #include <sstream>
 
+#include "app_testing.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "data/batch.h"
 #include "data/temp_dir.h"
 #include "models/checkpoint.h"
 #include "models/registry.h"
-#include "app_testing.h"
 #include "testing.h"
-#include "train/data_spec.h"
-#include "train/feature_eval.h"
-#include "train/evaluate.h"
-#include "train/feature_eval_run.h"
-#include "train/transforms.h"
+#include "train/config/data_spec.h"
+#include "train/config/transforms_factory.h"
+#include "train/eval/evaluate.h"
+#include "train/eval/feature_eval.h"
+#include "train/eval/feature_eval_run.h"
 
 using namespace sima;
 using namespace sima::testing;

@@ -1,4 +1,4 @@
-// Heatmaps (train/heatmap.h, data/colormap.h, apps/heatmap.cpp):
+// Heatmaps (train/viz/attention_heatmap.h, data/colormap.h, apps/heatmap.cpp):
 // - the q̂, k̂ token_maps captures are the attention's own: recomputed by hand from the qkv
 //   Linear (DeiT) or the conv projections (CvT, cls token + strided keys) of that layer and
 //   ℓ1-normalised over the tokens, same numbers; the norms are those of these q̂, k̂;
@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "app_testing.h"
 #include "core/autograd.h"
 #include "data/functional.h"
 #include "data/image_io.h"
@@ -29,10 +30,9 @@
 #include "models/cvt.h"
 #include "models/deit.h"
 #include "models/registry.h"
-#include "app_testing.h"
 #include "testing.h"
-#include "train/heatmap.h"
-#include "train/transforms.h"
+#include "train/config/transforms_factory.h"
+#include "train/viz/attention_heatmap.h"
 
 using namespace sima;
 using namespace sima::testing;

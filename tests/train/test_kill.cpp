@@ -20,7 +20,7 @@
 #include "models/checkpoint.h"
 #include "models/safetensors.h"
 #include "testing.h"
-#include "train/metrics.h"
+#include "train/loop/metrics.h"
 
 using namespace sima;
 using namespace sima::testing;

@@ -14,8 +14,8 @@
 
 #include "data/temp_dir.h"
 #include "testing.h"
-#include "train/curves.h"
-#include "train/metrics.h"
+#include "train/loop/metrics.h"
+#include "train/viz/curves.h"
 
 using namespace sima;
 using namespace sima::testing;

@@ -1,4 +1,4 @@
-// The non-finite step policy both trainers share (train/loop_common.h): which parameter is
+// The non-finite step policy both trainers share (train/loop/loop_common.h): which parameter is
 // named when a gradient is not finite, what `train.on_nonfinite = stop` says, and how `skip`
 // drops a step's gradients and gives up after 10 bad steps in a row.
 #include <limits>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "testing.h"
-#include "train/loop_common.h"
+#include "train/loop/loop_common.h"
 
 using namespace sima;
 using sima::testing::error_message;

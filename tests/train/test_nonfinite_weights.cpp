@@ -14,14 +14,14 @@
 #include <limits>
 
 #include "app_testing.h"
+#include "data/idx.h"
 #include "models/checkpoint.h"
 #include "models/registry.h"
 #include "testing.h"
-#include "train/evaluate.h"
-#include "train/optim.h"
-#include "train/train_state.h"
-#include "train/transforms.h"
-#include "data/idx.h"
+#include "train/config/transforms_factory.h"
+#include "train/eval/evaluate.h"
+#include "train/loop/train_state.h"
+#include "train/optim/optim.h"
 
 using namespace sima;
 using namespace sima::testing;

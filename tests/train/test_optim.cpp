@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "testing.h"
-#include "train/optim.h"
+#include "train/optim/optim.h"
 
 using namespace sima;
 using namespace sima::testing;

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "testing.h"
-#include "train/progress.h"
+#include "train/loop/progress.h"
 
 using namespace sima;
 

@@ -1,4 +1,4 @@
-// One writer per run folder (train/run_lock.h): a second RunLock on a locked folder fails
+// One writer per run folder (train/loop/run_lock.h): a second RunLock on a locked folder fails
 // naming the holder's pid; then real sima-train processes: two started together into one
 // --out (exactly one refused, naming the other's pid; the other's run intact and resumable),
 // a --resume of a running run refused, and a SIGKILLed holder leaving no stale lock.
@@ -15,7 +15,7 @@
 
 #include "app_testing.h"
 #include "testing.h"
-#include "train/run_lock.h"
+#include "train/loop/run_lock.h"
 
 using namespace sima;
 using namespace sima::testing;

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "testing.h"
-#include "train/schedule.h"
+#include "train/optim/schedule.h"
 
 using namespace sima;
 using namespace sima::testing;

@@ -16,8 +16,8 @@
 #include "models/checkpoint.h"
 #include "models/safetensors.h"
 #include "testing.h"
-#include "train/metrics.h"
-#include "train/trainer.h"
+#include "train/loop/metrics.h"
+#include "train/objectives/trainer.h"
 
 using namespace sima;
 using sima::testing::error_message;

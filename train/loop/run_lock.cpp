@@ -1,0 +1,67 @@
+#include "train/loop/run_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+
+namespace sima {
+
+namespace {
+
+// This process's command line, arguments separated by spaces.
+std::string own_command_line() {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  while (!all.empty() && all.back() == '\0') all.pop_back();
+  for (char& ch : all)
+    if (ch == '\0') ch = ' ';
+  return all.empty() ? "(unknown command line)" : all;
+}
+
+// What the holder wrote; it writes right after locking, so an empty file is retried briefly.
+std::string read_holder(const std::string& path) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string s = ss.str();
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
+    if (!s.empty()) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return "an unknown process (the lock file is empty)";
+}
+
+}  // namespace
+
+RunLock::RunLock(const std::string& dir) : path_(dir + "/run.lock") {
+  // O_CLOEXEC: a child process (gnuplot for curves.png) must not inherit, and so keep, the lock.
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  check(fd_ >= 0, path_, ": cannot open the run folder's lock file (", std::strerror(errno), ")");
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    check(err == EWOULDBLOCK, path_, ": cannot lock the run folder (", std::strerror(err), ")");
+    fail(dir, " is in use by another run (", read_holder(path_), "; lock ", path_,
+         "); two processes cannot write one run folder. Wait for it to end, stop it, or choose another --out");
+  }
+  const std::string who = "pid " + std::to_string(::getpid()) + ": " + own_command_line() + "\n";
+  // Best effort: the lock holds whether or not the note is written.
+  if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, who.data(), who.size(), 0) == ssize_t(who.size())) ::fsync(fd_);
+}
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing drops the flock
+}
+
+}  // namespace sima
