@@ -12,9 +12,9 @@
 #include <iostream>
 #include <sstream>
 
-#include "apps/omp_wait.h"
 #include "core/error.h"
 #include "core/json_schema.h"
+#include "core/omp_wait.h"
 #include "core/parallel.h"
 #include "nn/attention/variants.h"
 #include "train/benchmark.h"
@@ -125,7 +125,7 @@ int run_model(int argc, const char* const* argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (apps/omp_wait.h)
+  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (core/omp_wait.h)
   const std::string usage =
       "usage: sima-bench attention [flags]   one attention block per variant (--help for flags)\n"
       "       sima-bench model [flags]       a model's training step and inference (--help for flags)\n";

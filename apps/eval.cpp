@@ -20,8 +20,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "apps/omp_wait.h"
 #include "core/error.h"
+#include "core/omp_wait.h"
 #include "data/dataset.h"
 #include "core/rng.h"
 #include "models/checkpoint.h"
@@ -205,7 +205,7 @@ std::string flag_conflict(const Cli& cli) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (apps/omp_wait.h)
+  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (core/omp_wait.h)
   Cli cli("sima-eval",
           "Evaluates a checkpoint on a dataset split, classifies images with it, or evaluates its frozen features "
           "(--knn, --linear-probe).");

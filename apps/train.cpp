@@ -18,8 +18,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "apps/omp_wait.h"
 #include "core/error.h"
+#include "core/omp_wait.h"
 #include "models/registry.h"
 #include "models/finite_check.h"
 #include "train/cli.h"
@@ -64,7 +64,7 @@ int report_end(const char* argv0, const RunEnd& e, const std::string& done) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (apps/omp_wait.h)
+  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (core/omp_wait.h)
   using namespace sima;
   try {
     init_distributed(&argc, &argv);  // MPI, when launched by mpirun

@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
 namespace sima {
 
@@ -21,17 +19,6 @@ inline int64_t grain_for(int64_t target, int64_t work_per_item) {
 }
 
 inline int num_threads() { return omp_get_max_threads(); }
-
-// How this process's OpenMP threads wait between parallel regions, from the variables libgomp
-// read at start-up: "passive", "active", "spin N" (GOMP_SPINCOUNT=N), or "default" (libgomp's
-// own, a spin of about 300000 rounds); " (set by the app)" when an app chose it
-// (apps/omp_wait.h). Reports and bench results print it: it decides speed on a shared machine.
-inline std::string omp_wait_policy() {
-  const char* policy = std::getenv("OMP_WAIT_POLICY");
-  const char* spin = std::getenv("GOMP_SPINCOUNT");
-  std::string s = spin ? "spin " + std::string(spin) : policy ? std::string(policy) : "default";
-  return std::getenv("SIMA_OMP_WAIT_BY_APP") ? s + " (set by the app)" : s;
-}
 inline void set_num_threads(int n) { omp_set_num_threads(std::max(1, n)); }
 
 // Calls f(begin, end) on disjoint chunks covering [0, n): one chunk per thread,

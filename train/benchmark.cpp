@@ -11,6 +11,7 @@
 #include "core/flops.h"
 #include "core/ops.h"
 #include "core/ops/gemm.h"
+#include "core/omp_wait.h"
 #include "core/parallel.h"
 #include "models/registry.h"
 #include "nn/attention/variants.h"

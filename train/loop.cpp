@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/omp_wait.h"
 #include "core/parallel.h"
 #include "train/curves.h"
 #include "train/loop_common.h"

@@ -19,7 +19,7 @@ spread over the modes. The table has the medians over the rounds; the load avera
   python3 tests/bench/contention.py --rounds 3                 # about 10 minutes on 2 cores
   python3 tests/bench/contention.py --rounds 1 --skip-train    # the bench only, a minute
 """
-import argparse, json, os, statistics, subprocess, sys, time
+import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MODES = {"spin": {"GOMP_SPINCOUNT": "300000"}, "passive": {"OMP_WAIT_POLICY": "passive"},
@@ -61,8 +61,13 @@ def measure(args, mode):
     j = json.loads(stdout.strip().splitlines()[-1])
     out.update(train_img_s=j["train_img_per_s"], infer_img_s=j["infer_img_per_s"], b1_ms=j["latency_b1_ms"])
     if not args.skip_train:
-        _, secs = run([os.path.join(args.bin, "sima-train"), "--config", os.path.join(ROOT, "configs", "quickstart.json"),
-                       "--set", "data.train_subset=2560", "--set", "train.epochs=1", "--set", "data.test_subset=1000", "--out", args.out], env)
+        tmp = tempfile.mkdtemp(prefix="sima_contention_")
+        try:
+            _, secs = run([os.path.join(args.bin, "sima-train"), "--config", os.path.join(ROOT, "configs", "quickstart.json"),
+                           "--set", "data.train_subset=2560", "--set", "train.epochs=1", "--set", "data.test_subset=1000",
+                           "--out", os.path.join(tmp, "run")], env)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
         out["sima_train_s"] = secs
     return out
 
@@ -87,7 +92,6 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=3, help="sima-bench --reps")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
-    ap.add_argument("--out", default="/tmp/sima_contention_run", help="sima-train's run folder (overwritten)")
     ap.add_argument("--skip-train", action="store_true", help="sima-bench only")
     ap.add_argument("--json", help="write every run here")
     args = ap.parse_args()

@@ -1,4 +1,4 @@
-// The apps choose passive OpenMP waiting themselves (apps/omp_wait.h): with neither
+// The apps choose passive OpenMP waiting themselves (core/omp_wait.h): with neither
 // OMP_WAIT_POLICY nor GOMP_SPINCOUNT set they re-execute with OMP_WAIT_POLICY=passive, the
 // arguments intact; a user's explicit setting is kept. What the process ends up with is read
 // back from the apps' own reports (sima-bench --json "omp_wait", sima-train's run line).

@@ -1,5 +1,5 @@
-// Passive OpenMP waiting for the apps (sima-train, sima-eval, sima-heatmap, sima-bench,
-// sima-convert): the first call in each main().
+// OpenMP waiting: which policy this process runs with, and the re-exec that the apps
+// (sima-train, sima-eval, sima-heatmap, sima-bench, sima-convert) call first in main().
 //
 // libgomp's default is to spin-wait (about 300000 rounds) for the next parallel region
 // before sleeping. When another process takes one of the cores, a spinning thread holds
@@ -11,8 +11,8 @@
 // OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set: a user's explicit choice (e.g.
 // OMP_WAIT_POLICY=active on a machine of their own) is kept.
 //
-// The library (libsima) never does this: a program linking it chooses its own policy
-// (docs/performance.md says how).
+// The library never calls the re-exec itself: a program linking it chooses its own policy,
+// by its environment or by calling reexec_with_passive_omp_wait first (docs/library.md).
 #pragma once
 #include <unistd.h>
 
@@ -20,10 +20,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace sima {
 
 constexpr const char* kOmpWaitByApp = "SIMA_OMP_WAIT_BY_APP";  // marks a policy the app set
+
+// How this process's OpenMP threads wait between parallel regions, from the variables libgomp
+// read at start-up: "passive", "active", "spin N" (GOMP_SPINCOUNT=N), or "default" (libgomp's
+// own, a spin of about 300000 rounds); " (set by the app)" when reexec_with_passive_omp_wait
+// chose it. sima-bench and sima-train print it: it decides their speed on a shared machine.
+inline std::string omp_wait_policy() {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  std::string s = spin ? "spin " + std::string(spin) : policy ? std::string(policy) : "default";
+  return std::getenv(kOmpWaitByApp) ? s + " (set by the app)" : s;
+}
 
 // Returns when the policy is the user's or already set by the re-exec; otherwise does not
 // return, unless the exec fails (then the run goes on with libgomp's default and a note).
