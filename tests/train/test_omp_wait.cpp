@@ -58,7 +58,7 @@ TEST_CASE("sima-bench: passive waiting set by the app only when the user set nei
     CAPTURE(c.expected);
     WaitEnv env(c.policy, c.spin);
     nlohmann::json j = bench_json();
-    CHECK(j["omp_wait"] == c.expected);
+    CHECK(j["omp_wait"].get<std::string>() == std::string(c.expected));
     CHECK(j["batch"] == 4);  // the arguments survive the re-exec
   }
 }
