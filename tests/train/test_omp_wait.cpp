@@ -78,12 +78,12 @@ TEST_CASE("sima-train: its run line names the wait policy, the app's or the user
   };
   {
     WaitEnv env(nullptr, nullptr);
-    CHECK(run_line("a").find("threads, OpenMP waiting passive (set by the app)") != std::string::npos);
+    CHECK(run_line("a").find(", OpenMP waiting passive (set by the app)") != std::string::npos);
   }
   {
     WaitEnv env("active", nullptr);
     const std::string line = run_line("b");
-    CHECK(line.find("threads, OpenMP waiting active") != std::string::npos);
+    CHECK(line.find(", OpenMP waiting active") != std::string::npos);
     CHECK(line.find("set by the app") == std::string::npos);
   }
 }
