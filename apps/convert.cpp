@@ -17,6 +17,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "core/omp_wait.h"
 #include "data/imagenet_classes.h"
 #include "models/checkpoint.h"
 #include "models/upstream.h"
@@ -42,6 +43,7 @@ int export_pth(const Cli& cli) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (core/omp_wait.h)
   Cli cli("sima-convert", "Converts a torch.save checkpoint (official SimA, timm DeiT/XCiT, Microsoft CvT) to safetensors, "
                           "or with --to one of ours back to a .pth.");
   cli.flag("in", "PATH", ".pth file written by torch.save (with --to: our model.safetensors)", /*required=*/true);

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/omp_wait.h"
 #include "core/rng.h"
 #include "data/dataset.h"
 #include "models/checkpoint.h"
@@ -204,6 +205,7 @@ std::string flag_conflict(const Cli& cli) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (core/omp_wait.h)
   Cli cli("sima-eval",
           "Evaluates a checkpoint on a dataset split, classifies images with it, or evaluates its frozen features "
           "(--knn, --linear-probe).");

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/omp_wait.h"
 #include "models/checkpoint.h"
 #include "train/config/cli.h"
 #include "train/eval/evaluate.h"
@@ -53,6 +54,7 @@ std::string summary(const nlohmann::json& j) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (core/omp_wait.h)
   Cli cli("sima-heatmap", "Q̂/K̂ norm saliency maps of an attention layer (SimA paper, Fig. 3), per image.");
   cli.flag("checkpoint", "PATH", "model.safetensors to explain", /*required=*/true);
   cli.repeated("image", "PATH", "images or folders of images (.png .jpg .jpeg .bmp); repeatable");

@@ -20,6 +20,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "core/omp_wait.h"
 #include "models/finite_check.h"
 #include "models/registry.h"
 #include "train/config/cli.h"
@@ -64,6 +65,7 @@ int report_end(const char* argv0, const RunEnd& e, const std::string& done) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (core/omp_wait.h)
   using namespace sima;
   try {
     init_distributed(&argc, &argv);  // MPI, when launched by mpirun

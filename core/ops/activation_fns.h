@@ -71,13 +71,16 @@ struct GeluFn {
   static constexpr float kInvSqrt2 = 0.70710678118654752f;    // 1/√2
   static constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // 1/√(2π)
   static float f(float x) { return 0.5f * x * (1.f + erf_fast(x * kInvSqrt2)); }
+  // erf_fast(x/√2) also gives e^(−x²/2), φ's exponential: one exp for both terms
   static float df(float x) {
-    const float cdf = 0.5f * (1.f + erf_fast(x * kInvSqrt2));
-    return cdf + x * kInvSqrt2Pi * exp_fast(-0.5f * x * x);
+    float gauss;
+    const float cdf = 0.5f * (1.f + erf_fast(x * kInvSqrt2, gauss));
+    return cdf + x * kInvSqrt2Pi * gauss;
   }
   static float f_df(float x, float& dy) {  // y = x·Φ(x): may differ from f(x) in the last bit
-    const float cdf = 0.5f * (1.f + erf_fast(x * kInvSqrt2));
-    dy = cdf + x * kInvSqrt2Pi * exp_fast(-0.5f * x * x);
+    float gauss;
+    const float cdf = 0.5f * (1.f + erf_fast(x * kInvSqrt2, gauss));
+    dy = cdf + x * kInvSqrt2Pi * gauss;
     return x * cdf;
   }
 };

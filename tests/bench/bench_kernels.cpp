@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "core/ops.h"
@@ -33,7 +34,6 @@ static double median_seconds(const std::function<void()>& f, int reps = 15) {
 
 int main(int argc, char** argv) {
   int64_t rows = argc > 2 ? std::atoll(argv[1]) : 12608, cols = argc > 2 ? std::atoll(argv[2]) : 192;
-  NoGradGuard no_grad;
   Tensor a = randn({rows, cols}), b = randn({rows, cols});
   Tensor w = ones({cols}), bias = zeros({cols});
   int64_t n = rows * cols;
@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
                 (bytes / s) / (bytes / sm));
   };
   double f4 = 4.0 * n;
+  std::optional<NoGradGuard> no_grad(std::in_place);
   report("add", 3 * f4, [&] { add(a, b); });
   report("add_bias", 2 * f4, [&] { add(a, bias); });
   report("mul_scalar", 2 * f4, [&] { mul(a, 0.5f); });
@@ -59,5 +60,9 @@ int main(int argc, char** argv) {
   report("exp", 2 * f4, [&] { exp(a); });
   report("layer_norm", 2 * f4, [&] { layer_norm(a, w, bias, 1e-6f); });
   report("softmax", 2 * f4, [&] { softmax(a, -1); });
+  no_grad.reset();
+  // forward and backward: x -> y (8 B), then gy, x -> gx (12 B)
+  Tensor xg = a.detach().requires_grad_(), gy = ones({rows, cols});
+  report("gelu_fwdbwd", 5 * f4, [&] { gelu(xg).backward(gy); });
   return 0;
 }

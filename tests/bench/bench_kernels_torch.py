@@ -38,3 +38,6 @@ with torch.no_grad():
         ("softmax", 2 * f4, lambda: a.softmax(-1))]:
         s = median_seconds(f)
         print(f"{name:<12} {s * 1e3:10.3f} {nbytes / s / 1e9:10.2f}")
+xg, gy = a.clone().requires_grad_(), torch.ones(rows, cols)  # forward and backward, as bench_kernels
+s = median_seconds(lambda: F.gelu(xg).backward(gy))
+print(f"{'gelu_fwdbwd':<12} {s * 1e3:10.3f} {5 * f4 / s / 1e9:10.2f}")

@@ -11,6 +11,7 @@
 #include "core/flops.h"
 #include "core/ops.h"
 #include "core/ops/gemm.h"
+#include "core/omp_wait.h"
 #include "core/parallel.h"
 #include "models/registry.h"
 #include "nn/attention/variants.h"
@@ -161,7 +162,8 @@ std::vector<AttentionBenchConfig> attention_preset(const std::string& name, cons
 
 json to_json(const AttentionBenchRow& r, const AttentionBenchConfig& cfg) {
   json j = {{"bench", "attention"}, {"variant", r.variant}, {"batch", cfg.batch}, {"tokens", cfg.tokens},
-            {"dim", cfg.dim},        {"heads", cfg.heads},   {"threads", num_threads()}};
+            {"dim", cfg.dim},        {"heads", cfg.heads},   {"threads", num_threads()},
+            {"omp_wait", omp_wait_policy()}};
   if (!r.order.empty()) j["order"] = r.order;
   if (!r.error.empty()) {
     j["error"] = r.error;
@@ -244,6 +246,7 @@ json to_json(const ModelBenchResult& r) {
           {"img_size", r.img_size},
           {"parameters", r.parameters},
           {"threads", num_threads()},
+          {"omp_wait", omp_wait_policy()},
           {"train_step_ms", r.train_step_ms},
           {"train_img_per_s", r.train_img_per_s},
           {"infer_ms", r.infer_ms},

@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/omp_wait.h"
+#include "core/parallel.h"
 #include "train/loop/loop_common.h"
 #include "train/optim/schedule.h"
 #include "train/viz/curves.h"
@@ -199,7 +201,8 @@ LoopResult TrainingLoop::fit() {
   const auto t_start = Clock::now();
   say("run " + dir_ + ": " + obj_.describe() +
       (opt_.resume ? ", resumed at step " + std::to_string(pos_.step) : "") + ranks_banner(comm_, c.data.batch_size) +
-      (comm_.size() > 1 && c.train.sync_batchnorm ? ", SyncBatchNorm" : ""));
+      (comm_.size() > 1 && c.train.sync_batchnorm ? ", SyncBatchNorm" : "") + ", " + std::to_string(num_threads()) +
+      (num_threads() == 1 ? " thread" : " threads") + ", OpenMP waiting " + omp_wait_policy());
   stop_ = c.train.max_steps > 0 && pos_.step >= c.train.max_steps;  // already there
   result.interrupted = stop_ && pos_.epoch < c.train.epochs;
   while (pos_.epoch < c.train.epochs && !stop_)
