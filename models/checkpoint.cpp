@@ -73,8 +73,7 @@ void validate_checkpoint_metadata(const std::map<std::string, std::string>& meta
 void load_weights(Model& model, const std::string& path) {
   SafetensorsFile f = load_safetensors(path);
   check_finite_weights(f.tensors, path, /*saving=*/false);
-  const QuantizedLinears quantized = is_quantized_checkpoint(f.metadata) ? take_quantized_weights(f, path)
-                                                                         : QuantizedLinears();
+  const QuantizedLinears quantized = take_quantized_weights(f, path);  // dequantized in f; {} for float32
   StateDict sd;
   for (auto& [name, t] : f.tensors) sd[name] = t;
   try {
@@ -89,8 +88,7 @@ std::shared_ptr<Model> load_checkpoint(const std::string& path) {
   SafetensorsFile f = load_safetensors(path);
   validate_checkpoint_metadata(f.metadata, path);
   check_finite_weights(f.tensors, path, /*saving=*/false);
-  const QuantizedLinears quantized = is_quantized_checkpoint(f.metadata) ? take_quantized_weights(f, path)
-                                                                         : QuantizedLinears();
+  const QuantizedLinears quantized = take_quantized_weights(f, path);  // dequantized in f; {} for float32
   auto it = f.metadata.find("config");
   check(it != f.metadata.end(), path, ": no model config in the metadata (not a sima.cpp model checkpoint?)");
   nlohmann::json j;

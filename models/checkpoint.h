@@ -32,8 +32,8 @@ std::map<std::string, std::string> checkpoint_metadata(const Model& model,
 
 // Rebuilds the model from the file's config and loads every tensor (names, shapes checked;
 // every mismatch reported in one error naming the file). A quantized checkpoint
-// (models/quantized.h) comes back with float32 weights W_q s and its Linears set to int8
-// inference with the stored integers (set_inference_precision chooses what runs).
+// (models/quantized.h) comes back with float32 weights W_q s, running float32 until
+// set_inference_precision(Int8) makes its Linears run the stored integers.
 std::shared_ptr<Model> load_checkpoint(const std::string& path);
 
 // Checks a model checkpoint's metadata before anything is built from it, naming the file and

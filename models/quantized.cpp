@@ -14,8 +14,8 @@ std::string set_inference_precision(Module& model, Precision p) {
   for (auto& [name, m] : model.named_modules()) {
     if (auto* lin = dynamic_cast<Linear*>(m)) {
       if (p == Precision::F32) lin->lowp.reset();
-      else if (!(p == Precision::Int8 && lin->lowp && lin->lowp->precision() == Precision::Int8))
-        lin->lowp = std::make_shared<const LowpLinear>(p, lin->weight, lin->bias);
+      else if (p == Precision::Int8 && lin->stored_int8) lin->lowp = lin->stored_int8;
+      else lin->lowp = std::make_shared<const LowpLinear>(p, lin->weight, lin->bias);
     }
     if (auto* sa = dynamic_cast<SimaAttention*>(m)) sa->int8_core = p == Precision::Int8;
   }
@@ -45,8 +45,7 @@ void save_quantized_checkpoint(const std::string& path, Model& model,
       continue;
     }
     const Linear& lin = *it->second;
-    const bool stored = lin.lowp && lin.lowp->precision() == Precision::Int8;  // keep its integers
-    const LowpLinear q = stored ? *lin.lowp : LowpLinear(Precision::Int8, lin.weight, lin.bias);
+    const LowpLinear q = lin.stored_int8 ? *lin.stored_int8 : LowpLinear(Precision::Int8, lin.weight, lin.bias);
     std::vector<float> wq(q.int8_weight().begin(), q.int8_weight().end());
     tensors.emplace_back(name, from_vector(wq, t.shape()));  // (out, in), integers in [-127, 127]
     tensors.emplace_back(name + "_scale", from_vector(q.weight_scale()));  // (out)
@@ -80,6 +79,12 @@ std::shared_ptr<const LowpLinear> take_one(const SafetensorsFile& f, const std::
 
 QuantizedLinears take_quantized_weights(SafetensorsFile& f, const std::string& path) {
   auto it = f.metadata.find("quantization");
+  if (it == f.metadata.end()) {  // a float32 checkpoint: integers would be read as weights
+    for (auto& [name, dtype] : f.dtypes)
+      check(dtype != "I8", path, ": tensor '", name, "' is I8 but the metadata has no \"quantization\" (",
+            kQuantizationInt8, "): not a quantized sima.cpp checkpoint");
+    return {};
+  }
   check(it->second == kQuantizationInt8, path, ": metadata quantization '", it->second, "' is not supported (",
         kQuantizationInt8, ")");
   const std::string suffix = ".weight_scale";
@@ -118,7 +123,7 @@ void install_quantized_weights(Module& model, const QuantizedLinears& q, const s
     check(it != linears.end(), path, ": quantized weight '", name, ".weight' is not the weight of a Linear layer");
     check(it->second->weight.size(0) == lowp->out_features() && it->second->weight.size(1) == lowp->in_features(),
           path, ": quantized weight '", name, ".weight' does not match the model's ", it->second->weight.shape());
-    it->second->lowp = lowp;
+    it->second->stored_int8 = lowp;
   }
 }
 

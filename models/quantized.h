@@ -9,8 +9,8 @@
 // with one F32 tensor "<name>.weight_scale" (out) beside each, and the metadata key
 //   "quantization": "int8_per_channel_symmetric"
 // load_checkpoint (models/checkpoint.h) reads it: the weights are dequantized to float32
-// (W = W_q s) for the float32 and bf16 paths, and each such Linear gets its int8 LowpLinear
-// from the stored W_q and s directly, so int8 inference runs exactly the saved integers.
+// (W = W_q s), which the float32 and bf16 paths use, and each such Linear keeps the stored W_q
+// and s (Linear::stored_int8), which int8 inference uses: it runs exactly the saved integers.
 #pragma once
 #include <map>
 #include <memory>
@@ -25,8 +25,8 @@ namespace sima {
 constexpr const char* kQuantizationInt8 = "int8_per_channel_symmetric";
 
 // Applies `p` to `model` (F32 removes every low-precision path: the float32 forward, bit for
-// bit). At Int8, a Linear that already runs int8 keeps its weights (those of a quantized
-// checkpoint); apply F32 first to quantize again. Returns a one-line note for the user when
+// bit). At Int8, a Linear loaded from a quantized checkpoint runs its stored integers; the others
+// quantize their weights now. Returns a one-line note for the user when
 // the precision runs emulated on this CPU (bf16 without AVX-512), else "".
 std::string set_inference_precision(Module& model, Precision p);
 
@@ -41,13 +41,13 @@ bool is_quantized_checkpoint(const std::map<std::string, std::string>& meta);
 // The int8 Linear weights of a quantized file, by module name ("blocks.0.attn.qkv").
 using QuantizedLinears = std::map<std::string, std::shared_ptr<const LowpLinear>>;
 
-// For a quantized file: checks every "<name>.weight_scale" (F32, shape (out) of an I8
+// For a float32 file: checks that no tensor is I8 and returns nothing. For a quantized file: checks every "<name>.weight_scale" (F32, shape (out) of an I8
 // "<name>.weight" (out, in), every value finite and > 0; and every I8 tensor has a scale),
 // replaces each weight by W_q s and drops the scales from f.tensors, and returns the int8
 // weights to install after the model is loaded. Errors name the file and the tensor.
 QuantizedLinears take_quantized_weights(SafetensorsFile& f, const std::string& path);
 
-// Sets those LowpLinears on the model's Linears (every name must be a Linear of the model).
+// Sets those LowpLinears as the model's Linears' stored_int8 (every name must be a Linear of the model).
 void install_quantized_weights(Module& model, const QuantizedLinears& q, const std::string& path);
 
 }  // namespace sima

@@ -19,6 +19,9 @@ class Linear : public Module {
   // gradient is asked for (else the float32 path). It holds its own copy of the weights
   // (quantized or rounded), made when it was set: set it again after changing `weight`.
   std::shared_ptr<const LowpLinear> lowp;
+  // The int8 weights of a quantized checkpoint (models/quantized.h), which int8 inference uses
+  // instead of quantizing `weight` (their dequantized values) again.
+  std::shared_ptr<const LowpLinear> stored_int8;
 };
 
 }  // namespace sima
