@@ -76,6 +76,7 @@ struct LowpLinear::Impl {
   std::vector<uint16_t> wb;    // BF16 native: W as bf16 bits (out, in)
   std::vector<float> wr;       // BF16 emulated: W rounded to bf16, as float32 (out, in)
   std::vector<float> bias;     // (out) or empty
+  std::vector<float> zeros_;   // (out) zeros: the bias of a Linear without one
   struct Plan {
     dnnl::matmul prim;
     memory weights;  // packed for prim
@@ -110,24 +111,24 @@ const LowpLinear::Impl::Plan& LowpLinear::Impl::plan(int64_t M) const {
 // y (M, out) = dequant(x_q (M, in) · W_qᵀ) + b
 void LowpLinear::Impl::forward_int8(const float* x, int64_t M, float* y) const {
   const int Q = int8_input_range();
-  std::vector<uint8_t> xq(static_cast<size_t>(M * in));
+  std::unique_ptr<uint8_t[]> xq(new uint8_t[M * in]);  // uninitialised: written in full below
+  std::unique_ptr<int32_t[]> acc(new int32_t[M * out]);
   std::vector<float> sx(static_cast<size_t>(M));
-  std::vector<int32_t> acc(static_cast<size_t>(M * out));
-  quantize_rows_u8(x, M, in, in, Q, xq.data(), sx.data());
+  quantize_rows_u8(x, M, in, in, Q, xq.get(), sx.data());
   const Plan& pl = plan(M);
   auto& c = dnnl_ctx();
-  memory a(memory::desc({M, in}, dt::u8, tag::ab), c.eng, xq.data());
-  memory d(memory::desc({M, out}, dt::s32, tag::ab), c.eng, acc.data());
+  memory a(memory::desc({M, in}, dt::u8, tag::ab), c.eng, xq.get());
+  memory d(memory::desc({M, out}, dt::s32, tag::ab), c.eng, acc.get());
   pl.prim.execute(c.st, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, pl.weights}, {DNNL_ARG_DST, d}});
   c.st.wait();
   const int32_t Z = Q + 1;  // the zero point's share of sum n is Z Σ_k W_q[n,k] (quantize.h)
-  const float* b = bias.empty() ? nullptr : bias.data();
+  const std::vector<float>& b = bias.empty() ? zeros_ : bias;
   parallel_for(M, grain_for(kGrainElementwise, out), [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
-      const int32_t* am = acc.data() + m * out;
+      const int32_t* am = acc.get() + m * out;
       float* ym = y + m * out;
       for (int64_t n = 0; n < out; ++n)
-        ym[n] = static_cast<float>(am[n] - Z * wsum[n]) * (sx[m] * scale[n]) + (b ? b[n] : 0.f);
+        ym[n] = static_cast<float>(am[n] - Z * wsum[n]) * (sx[m] * scale[n]) + b[n];
     }
   });
 }
@@ -176,6 +177,7 @@ LowpLinear::LowpLinear(Precision p, const Tensor& weight, const Tensor& bias) : 
   check(!bias.defined() || (bias.dim() == 1 && bias.size(0) == I.out), "LowpLinear: bias ", bias.shape(),
         " does not match weight ", weight.shape());
   if (bias.defined()) I.bias.assign(bias.data(), bias.data() + I.out);
+  I.zeros_.assign(static_cast<size_t>(I.out), 0.f);
 }
 
 LowpLinear::LowpLinear(std::vector<int8_t> q, std::vector<float> scale, int64_t out, int64_t in, const Tensor& bias)
@@ -197,6 +199,7 @@ LowpLinear::LowpLinear(std::vector<int8_t> q, std::vector<float> scale, int64_t 
   I.scale = std::move(scale);
   I.wsum = row_sums(I.q, out, in);
   if (bias.defined()) I.bias.assign(bias.data(), bias.data() + out);
+  I.zeros_.assign(static_cast<size_t>(out), 0.f);
 }
 
 Tensor LowpLinear::forward(const Tensor& x) const {
@@ -248,18 +251,18 @@ void int8_bmm(int64_t P, bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
   const int Q = int8_input_range();
   std::vector<float> a = ta ? rows_of(A, true, P, m, k) : std::vector<float>();
   std::vector<float> bt = tb ? std::vector<float>() : rows_of(B, true, P, n, k);
-  std::vector<uint8_t> aq(static_cast<size_t>(P * m * k));
+  std::unique_ptr<uint8_t[]> aq(new uint8_t[P * m * k]);  // uninitialised: written in full below
   std::vector<int8_t> bq(static_cast<size_t>(P * n * k));
   std::vector<float> sa(static_cast<size_t>(P * m)), sb(static_cast<size_t>(P * n));
-  std::vector<int32_t> acc(static_cast<size_t>(P * m * n));
-  quantize_rows_u8(ta ? a.data() : A, P * m, k, k, Q, aq.data(), sa.data());
+  std::unique_ptr<int32_t[]> acc(new int32_t[P * m * n]);
+  quantize_rows_u8(ta ? a.data() : A, P * m, k, k, Q, aq.get(), sa.data());
   quantize_rows_s8(tb ? B : bt.data(), P * n, k, bq.data(), sb.data());
   const std::vector<int32_t> bsum = row_sums(bq, P * n, k);
   try {
     auto& c = dnnl_ctx();
     memory::desc ad({P, m, k}, dt::u8, tag::abc), bd({P, k, n}, dt::s8, tag::acb), cd({P, m, n}, dt::s32, tag::abc);
     dnnl::matmul prim(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, bd, cd), c.eng));
-    memory am(ad, c.eng, aq.data()), bm(bd, c.eng, bq.data()), cm(cd, c.eng, acc.data());
+    memory am(ad, c.eng, aq.get()), bm(bd, c.eng, bq.data()), cm(cd, c.eng, acc.get());
     prim.execute(c.st, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     c.st.wait();
   } catch (const dnnl::error& e) {

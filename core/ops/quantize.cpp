@@ -50,6 +50,16 @@ int int8_input_range() {
   return (f.avx512_vnni || f.avx_vnni || f.amx_int8) ? 127 : 63;
 }
 
+namespace {
+// Rounds |x| ≤ 2^22 to the nearest integer, ties to even (the FPU's default mode): adding and
+// subtracting 1.5·2^23 leaves no fraction bits. A plain add and subtract, so the loop vectorises
+// (std::nearbyint does not always); the compiler may not fold it (no -ffast-math).
+inline float round_even(float x) {
+  constexpr float kMagic = 12582912.f;  // 1.5 · 2^23
+  return (x + kMagic) - kMagic;
+}
+}  // namespace
+
 void quantize_rows_u8(const float* x, int64_t rows, int64_t cols, int64_t ld, int Q, uint8_t* q, float* scale) {
   parallel_for(rows, grain_for(kGrainElementwise, cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -58,10 +68,10 @@ void quantize_rows_u8(const float* x, int64_t rows, int64_t cols, int64_t ld, in
       for (int64_t k = 0; k < cols; ++k) amax = std::max(amax, std::fabs(xr[k]));
       const float s = amax > 0.f ? amax / static_cast<float>(Q) : 1.f;
       const float inv = 1.f / s, lo = static_cast<float>(-Q), hi = static_cast<float>(Q);
-      const float zero = static_cast<float>(Q + 1);
+      const int32_t zero = Q + 1;
       uint8_t* qr = q + r * cols;
       for (int64_t k = 0; k < cols; ++k)  // round half to even, then shift into [1, 2Q + 1]
-        qr[k] = static_cast<uint8_t>(std::clamp(std::nearbyint(xr[k] * inv), lo, hi) + zero);
+        qr[k] = static_cast<uint8_t>(static_cast<int32_t>(round_even(std::clamp(xr[k] * inv, lo, hi))) + zero);
       scale[r] = s;
     }
   });
@@ -76,7 +86,7 @@ void quantize_rows_s8(const float* w, int64_t rows, int64_t cols, int8_t* q, flo
       const float s = amax > 0.f ? amax / 127.f : 1.f, inv = 1.f / s;
       int8_t* qr = q + r * cols;
       for (int64_t k = 0; k < cols; ++k)
-        qr[k] = static_cast<int8_t>(std::clamp(std::nearbyint(wr[k] * inv), -127.f, 127.f));
+        qr[k] = static_cast<int8_t>(static_cast<int32_t>(round_even(std::clamp(wr[k] * inv, -127.f, 127.f))));
       scale[r] = s;
     }
   });
