@@ -44,7 +44,8 @@ std::string percent(double p) {
 
 // --precision: every Linear (and at int8 SimA's core) in reduced precision (models/quantized.h).
 void apply_precision(Model& model, const Cli& cli) {
-  const std::string note = set_inference_precision(model, parse_precision(cli.get("precision"), "--precision"));
+  const std::string note = set_inference_precision(model, parse_precision(cli.get("precision"), "--precision"),
+                                                   cli.is_set("int8-attention"));
   if (!note.empty()) std::fprintf(stderr, "sima-eval: %s\n", note.c_str());
 }
 
@@ -255,6 +256,7 @@ int main(int argc, char** argv) {
            "inference precision of every Linear (int8: also SimA's attention core); bf16 is emulated without "
            "AVX-512 (docs/precision.md)",
            false, "fp32");
+  cli.option("int8-attention", "with --precision int8: SimA's attention core in int8 too (slower on AVX2)");
   cli.option("allow-nonfinite", "load a checkpoint holding NaN or inf (for debugging; refused by default)");
   if (!cli.parse(argc, argv)) return cli.exit_code();
   set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
@@ -263,7 +265,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    parse_precision(cli.get("precision"), "--precision");  // a bad value named before any loading
+    // bad values named before any loading
+    const Precision precision = parse_precision(cli.get("precision"), "--precision");
+    check(!cli.is_set("int8-attention") || precision == Precision::Int8, "--int8-attention needs --precision int8");
     if (cli.is_set("knn") || cli.is_set("linear-probe")) return evaluate_features(cli);
     const std::string path = cli.get("checkpoint");
     const LoadedCheckpoint loaded = load_checkpoint_for_eval(path, cli.get("from"), cli.get("model"));

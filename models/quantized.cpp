@@ -10,14 +10,15 @@
 
 namespace sima {
 
-std::string set_inference_precision(Module& model, Precision p) {
+std::string set_inference_precision(Module& model, Precision p, bool int8_attention) {
+  check(!int8_attention || p == Precision::Int8, "int8 attention needs precision int8 (got ", precision_name(p), ")");
   for (auto& [name, m] : model.named_modules()) {
     if (auto* lin = dynamic_cast<Linear*>(m)) {
       if (p == Precision::F32) lin->lowp.reset();
       else if (p == Precision::Int8 && lin->stored_int8) lin->lowp = lin->stored_int8;
       else lin->lowp = std::make_shared<const LowpLinear>(p, lin->weight, lin->bias);
     }
-    if (auto* sa = dynamic_cast<SimaAttention*>(m)) sa->int8_core = p == Precision::Int8;
+    if (auto* sa = dynamic_cast<SimaAttention*>(m)) sa->int8_core = int8_attention;
   }
   if (p == Precision::BF16 && !bf16_native())
     return "warning: bf16: this CPU has no AVX-512 (oneDNN 2.6 has no bf16 GEMM for AVX2): bf16-rounded "

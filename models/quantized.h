@@ -1,7 +1,7 @@
 // Reduced-precision inference of a whole model, and int8 checkpoints (docs/precision.md).
 //
 // set_inference_precision gives every nn Linear of the model a LowpLinear (int8 or bf16) and,
-// at int8, switches SimA attention cores to their int8 path; patch embeddings, CvT's
+// at int8 when asked, switches SimA attention cores to their int8 path; patch embeddings, CvT's
 // depthwise-conv projections, XCiT's LPI convolutions, norms and activations stay float32.
 // Training is untouched: a low-precision path runs only when no gradient is asked for.
 //
@@ -28,7 +28,9 @@ constexpr const char* kQuantizationInt8 = "int8_per_channel_symmetric";
 // bit). At Int8, a Linear loaded from a quantized checkpoint runs its stored integers; the others
 // quantize their weights now. Returns a one-line note for the user when
 // the precision runs emulated on this CPU (bf16 without AVX-512), else "".
-std::string set_inference_precision(Module& model, Precision p);
+// int8_attention (with Int8 only): SimA's attention core in int8 too (nn/attention/sima_int8.cpp);
+// off by default: at DeiT-Tiny sizes it is slower than the float32 core on AVX2 (docs/precision.md).
+std::string set_inference_precision(Module& model, Precision p, bool int8_attention = false);
 
 // Writes `model` as a quantized checkpoint: every Linear's weight int8 (per output channel)
 // plus its scale; everything else float32; the metadata as save_checkpoint writes it.

@@ -201,7 +201,8 @@ ModelBenchResult bench_model(const ModelBenchConfig& cfg) {
 
   model->eval();
   r.precision = precision_name(cfg.precision);
-  r.precision_note = set_inference_precision(*model, cfg.precision);  // training above ran float32
+  r.precision = cfg.int8_attention ? "int8+attention" : r.precision;
+  r.precision_note = set_inference_precision(*model, cfg.precision, cfg.int8_attention);  // training ran float32
   r.infer_ms = median_ms(
       [&] {
         NoGradGuard ng;

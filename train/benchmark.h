@@ -69,6 +69,7 @@ struct ModelBenchConfig {
   int64_t img_size = 0;  // 0: the model's
   TimingOptions timing{.warmup = 2, .reps = 5};
   Precision precision = Precision::F32;  // of the inference and batch-1 runs (models/quantized.h)
+  bool int8_attention = false;           // with Int8: SimA's core in int8 too
 };
 
 struct ModelBenchResult {

@@ -22,6 +22,7 @@
 #include "core/ops.h"
 #include "core/ops/lowp_gemm.h"
 #include "core/parallel.h"
+#include "nn/attention/sima.h"
 
 using namespace sima;
 
@@ -37,7 +38,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// op and the reference sgemm alternately: 2 warm-ups, then `reps` timed runs each.
+// op and the reference (the sgemm, or the float32 SimA core) alternately: 2 warm-ups, then `reps` timed runs each.
 void row(const char* name, double flops, int reps, const std::function<void()>& op, const std::function<void()>& ref) {
   for (int i = 0; i < 2; ++i) op(), ref();
   std::vector<double> a, b;
@@ -49,7 +50,7 @@ void row(const char* name, double flops, int reps, const std::function<void()>& 
     b.push_back(now_ms() - t1);
     a.push_back(t1 - t0);
   }
-  std::printf("  %-34s %8.3f ms %7.1f GOP/s  %5.2fx sgemm\n", name, median(a), flops / (median(a) * 1e6),
+  std::printf("  %-34s %8.3f ms %7.1f GOP/s  %5.2fx ref\n", name, median(a), flops / (median(a) * 1e6),
               median(b) / median(a));
 }
 
@@ -110,6 +111,19 @@ void bench_shape(int64_t M, int64_t K, int64_t N, int reps) {
   }
 }
 
+// SimA's core (B, h, N, d) of a DeiT-Tiny-style block at batch 64: float32 against int8.
+void bench_sima_core(int reps) {
+  const int64_t B = 64, h = 3, N = 65, d = 64;
+  std::printf("SimA core q, k, v (%ld, %ld, %ld, %ld), %d threads\n", long(B), long(h), long(N), long(d), num_threads());
+  const Tensor q = randn({B, h, N, d}), k = randn({B, h, N, d}), v = randn({B, h, N, d});
+  for (SimaOrder o : {SimaOrder::KvFirst, SimaOrder::QkFirst}) {
+    const double flops = 2.0 * B * h * (o == SimaOrder::KvFirst ? 2 * N * d * d : 2 * N * N * d);
+    auto f32 = [&] { sima_attention(q, k, v, SimaNorm::L1, o); };
+    row(o == SimaOrder::KvFirst ? "int8 core, kv_first (vs fp32 core)" : "int8 core, qk_first (vs fp32 core)", flops,
+        reps, [&] { sima_attention_int8(q, k, v, SimaNorm::L1, o, 1e-12f); }, f32);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,4 +135,5 @@ int main(int argc, char** argv) {
   bench_shape(64 * 65, 192, 768, reps);  // fc1
   bench_shape(64 * 65, 768, 192, reps);  // fc2
   bench_shape(65, 192, 576, reps);       // qkv at batch 1
+  bench_sima_core(reps);
 }

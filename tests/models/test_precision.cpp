@@ -83,11 +83,15 @@ TEST_CASE("every precision on tiny DeiT / XCiT / CvT, SimA and softmax: logits a
     const Tensor y32 = logits(*m, x);
     CHECK(set_inference_precision(*m, Precision::Int8).empty());
     const double e8 = rel_err(logits(*m, x), y32);
+    set_inference_precision(*m, Precision::Int8, /*int8_attention=*/true);  // SimA's core too
+    const double e8a = rel_err(logits(*m, x), y32);
     set_inference_precision(*m, Precision::BF16);
     const double e16 = rel_err(logits(*m, x), y32);
     set_inference_precision(*m, Precision::F32);
-    MESSAGE(j["name"].get<std::string>() << ": int8 rel err " << e8 << ", bf16 rel err " << e16);
+    MESSAGE(j["name"].get<std::string>() << ": int8 rel err " << e8 << " (with the SimA core in int8: " << e8a
+                                          << "), bf16 rel err " << e16);
     CHECK(e8 < 0.05);
+    CHECK(e8a < 0.05);
     CHECK(e16 < 0.02);
     CHECK(bit_equal(logits(*m, x), y32));  // fp32 again: unchanged
   }

@@ -36,8 +36,8 @@ json tiny_cvt() {
   })");
 }
 
-EvalResult top1_at(Model& model, Precision p, std::shared_ptr<const Dataset> test) {
-  set_inference_precision(model, p);
+EvalResult top1_at(Model& model, Precision p, std::shared_ptr<const Dataset> test, bool int8_attention = false) {
+  set_inference_precision(model, p, int8_attention);
   EvalResult r = evaluate(model, test, {.batch_size = 250, .num_workers = 2, .limit = 2000});
   set_inference_precision(model, Precision::F32);
   return r;
@@ -53,12 +53,14 @@ TEST_CASE("int8 and bf16 top-1 of a trained SimA CvT within 0.3 points of fp32 (
   auto test = std::make_shared<TransformedDataset>(open_dataset(parse_data_spec("fashion_mnist"), false),
                                                    eval_transform(model->config(), 1.0));
   const EvalResult r32 = top1_at(*model, Precision::F32, test), r8 = top1_at(*model, Precision::Int8, test),
-                   r16 = top1_at(*model, Precision::BF16, test);
-  MESSAGE("top-1 on " << r32.count << " test images: fp32 " << r32.top1 << ", int8 " << r8.top1 << ", bf16 "
-                      << r16.top1);
+                   r16 = top1_at(*model, Precision::BF16, test),
+                   r8a = top1_at(*model, Precision::Int8, test, /*int8_attention=*/true);
+  MESSAGE("top-1 on " << r32.count << " test images: fp32 " << r32.top1 << ", int8 " << r8.top1
+                      << ", int8 with SimA's core in int8 " << r8a.top1 << ", bf16 " << r16.top1);
   REQUIRE(r32.top1 > 60.0);  // trained (random guessing: 10 %)
   CHECK(std::fabs(r8.top1 - r32.top1) <= 0.3);
   CHECK(std::fabs(r16.top1 - r32.top1) <= 0.3);
+  CHECK(std::fabs(r8a.top1 - r32.top1) <= 0.3);
 
   const std::string q = tmp.file("int8.safetensors");
   save_quantized_checkpoint(q, *model);
