@@ -1,7 +1,7 @@
 // Reduced precision keeps a trained model's accuracy (docs/precision.md, "Accuracy"):
 // a tiny SimA CvT trained one short epoch on a Fashion-MNIST subset, then its test top-1 on
-// 2 000 images at fp32, int8 (every Linear and SimA's attention core) and bf16 (emulated on a
-// CPU without AVX-512): int8 and bf16 within 0.3 points of fp32. The int8 run of the quantized
+// 2 000 images at fp32, int8 (every Linear; and again with SimA's attention core in int8 too)
+// and bf16 (emulated on a CPU without AVX-512): each within 0.3 points of fp32. The int8 run of the quantized
 // checkpoint (sima-convert --quantize int8's file) gives the same predictions as in memory.
 #include <doctest/doctest.h>
 
