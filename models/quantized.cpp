@@ -92,8 +92,7 @@ QuantizedLinears take_quantized_weights(SafetensorsFile& f, const std::string& p
   QuantizedLinears out;
   NamedTensors kept;
   for (auto& [name, t] : f.tensors) {
-    const bool is_scale = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    if (!is_scale) continue;
+    if (name.size() <= suffix.size() || !name.ends_with(suffix)) continue;
     const std::string module = name.substr(0, name.size() - suffix.size()), w = module + ".weight";
     const Tensor weight = f.get(w);
     check(weight.defined(), path, ": scale '", name, "' has no weight '", w, "'");

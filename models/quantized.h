@@ -43,8 +43,9 @@ bool is_quantized_checkpoint(const std::map<std::string, std::string>& meta);
 // The int8 Linear weights of a quantized file, by module name ("blocks.0.attn.qkv").
 using QuantizedLinears = std::map<std::string, std::shared_ptr<const LowpLinear>>;
 
-// For a float32 file: checks that no tensor is I8 and returns nothing. For a quantized file: checks every "<name>.weight_scale" (F32, shape (out) of an I8
-// "<name>.weight" (out, in), every value finite and > 0; and every I8 tensor has a scale),
+// For a float32 file: checks that no tensor is I8 and returns nothing. For a quantized file:
+// checks every "<name>.weight_scale" (F32, shape (out) of an I8 "<name>.weight" (out, in),
+// every value finite and > 0; and every I8 tensor has a scale),
 // replaces each weight by W_q s and drops the scales from f.tensors, and returns the int8
 // weights to install after the model is loaded. Errors name the file and the tensor.
 QuantizedLinears take_quantized_weights(SafetensorsFile& f, const std::string& path);
