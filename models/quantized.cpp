@@ -21,8 +21,10 @@ std::string set_inference_precision(Module& model, Precision p, bool int8_attent
     if (auto* sa = dynamic_cast<SimaAttention*>(m)) sa->int8_core = int8_attention;
   }
   if (p == Precision::BF16 && !bf16_native())
-    return "warning: bf16: this CPU has no AVX-512 (oneDNN 2.6 has no bf16 GEMM for AVX2): bf16-rounded "
-           "inputs and weights run through the float32 GEMMs (bf16 accuracy, no speed-up)";
+    return std::string("warning: bf16: ") +
+           (cpu_features().avx512_core ? "oneDNN has no bf16 GEMM for this CPU"
+                                       : "this CPU has no AVX-512 (oneDNN 2.6 has no bf16 GEMM for AVX2)") +
+           ": bf16-rounded inputs and weights run through the float32 GEMMs (bf16 accuracy, no speed-up)";
   return "";
 }
 
