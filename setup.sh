@@ -15,6 +15,7 @@ PACKAGES=(
   nlohmann-json3-dev                 # JSON configs and checkpoint metadata
   doctest-dev                        # unit tests
   zlib1g-dev                         # reading .gz datasets
+  libdnnl-dev                        # oneDNN: bf16 / int8 GEMMs of --precision (docs/precision.md)
   dataset-fashion-mnist              # /usr/share/datasets/fashion-mnist
   python3-torch                      # PyTorch: parity tests (tests/parity) and the speed peer
   python3-pil python3-torchvision    # Pillow + torchvision: the eval-transform parity test (tests/parity/gen_pil_resize.py)

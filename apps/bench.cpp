@@ -93,9 +93,14 @@ int run_model(int argc, const char* const* argv) {
   cli.flag("batch", "B", "batch size", false, "64");
   cli.flag("img", "S", "image size (default: the model's)", false, "0");
   cli.flag("reps", "K", "timed runs per measurement (median)", false, "5");
+  cli.flag("precision", "fp32|bf16|int8", "precision of the inference runs (training stays float32)", false, "fp32");
+  cli.option("int8-attention", "with --precision int8: SimA's attention core in int8 too");
   cli.option("json", "one JSON object instead of the report");
   if (!cli.parse(argc, argv)) return cli.exit_code();
   ModelBenchConfig c;
+  c.precision = parse_precision(cli.get("precision"), "sima-bench model: --precision");
+  c.int8_attention = cli.is_set("int8-attention");
+  check(!c.int8_attention || c.precision == Precision::Int8, "sima-bench model: --int8-attention needs --precision int8");
   const std::string m = cli.get("model");
   if (!m.empty() && m[0] == '{') {
     c.model = parse_json_strict(m, "--model");  // a key given twice is an error too
@@ -106,6 +111,7 @@ int run_model(int argc, const char* const* argv) {
   c.img_size = cli.get_int("img");
   c.timing.reps = int(cli.get_int("reps"));
   ModelBenchResult r = bench_model(c);
+  if (!r.precision_note.empty()) std::fprintf(stderr, "sima-bench: %s\n", r.precision_note.c_str());
   if (cli.is_set("json")) {
     std::cout << to_json(r).dump() << "\n";
     return 0;
@@ -116,7 +122,8 @@ int run_model(int argc, const char* const* argv) {
   std::printf("  training step (fwd+bwd+AdamW)  %9.2f ms  %9.1f img/s  %7.2f GFLOP/s in GEMMs (%.0f%% of SGEMM peak %.1f)\n",
               r.train_step_ms, r.train_img_per_s, r.train_gflop_per_s,
               100.0 * r.train_gflop_per_s / r.sgemm_peak_gflop_per_s, r.sgemm_peak_gflop_per_s);
-  std::printf("  inference                      %9.2f ms  %9.1f img/s\n", r.infer_ms, r.infer_img_per_s);
+  std::printf("  inference (%s)                %9.2f ms  %9.1f img/s\n", r.precision.c_str(), r.infer_ms,
+              r.infer_img_per_s);
   std::printf("  latency, batch 1               %9.2f ms\n", r.latency_b1_ms);
   std::printf("  peak resident memory           %9.1f MiB\n", r.peak_rss_mb);
   return 0;

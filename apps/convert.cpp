@@ -8,6 +8,10 @@
 //   build/bin/sima-convert --in runs/NAME/best.safetensors --out model.pth --to official|timm|cvt
 //                          [--legacy-qkv]
 //
+// Quantized (--quantize int8, docs/precision.md): every Linear weight stored as int8 with its
+// per-output-channel scales (models/quantized.h), from a .pth or from one of our checkpoints:
+//   build/bin/sima-convert --in runs/NAME/best.safetensors --out model_int8.safetensors --quantize int8
+//
 // The layouts, name maps and config inference are models/upstream.h's (import) and
 // models/upstream_export.h's (export, with what each layout can hold); the .pth reader (a
 // restricted unpickler, nothing in the file is run) is models/pth.h's, the writer (no Python)
@@ -20,6 +24,8 @@
 #include "core/omp_wait.h"
 #include "data/imagenet_classes.h"
 #include "models/checkpoint.h"
+#include "models/quantized.h"
+#include "models/safetensors.h"
 #include "models/upstream.h"
 #include "models/upstream_export.h"
 #include "train/config/cli.h"
@@ -40,6 +46,21 @@ int export_pth(const Cli& cli) {
   return 0;
 }
 
+// --quantize int8 of one of our checkpoints: its metadata (classes, data, normalisation) kept.
+int quantize_ours(const Cli& cli) {
+  const std::shared_ptr<Model> model = load_checkpoint(cli.get("in"));
+  std::map<std::string, std::string> meta = read_safetensors_metadata(cli.get("in"));
+  for (const char* key : {"format", "config", "quantization"}) meta.erase(key);
+  save_quantized_checkpoint(cli.get("out"), *model, meta);
+  std::cout << cli.get("in") << " -> " << cli.get("out") << " (int8 Linear weights, per-channel scales): "
+            << model->config().arch << ", " << model->num_parameters() << " parameters\n";
+  return 0;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -52,10 +73,18 @@ int main(int argc, char** argv) {
   cli.flag("model", "NAME|JSON|FILE", "registered model, or config keys overriding the inferred config");
   cli.flag("to", "official|timm|cvt", "export: write our checkpoint as this upstream layout's .pth");
   cli.option("legacy-qkv", "with --to timm, an XCiT's class attention as one qkv Linear (timm before the q/k/v split)");
+  cli.flag("quantize", "int8",
+           "write a quantized checkpoint: Linear weights int8 with per-output-channel scales (docs/precision.md); "
+           "--in may also be one of our .safetensors");
   cli.option("allow-nonfinite", "convert a checkpoint holding NaN or inf (for debugging; refused by default)");
   if (!cli.parse(argc, argv)) return cli.exit_code();
   set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
   try {
+    if (cli.has("quantize")) {
+      check(cli.get("quantize") == "int8", "--quantize: '", cli.get("quantize"), "' is not supported (int8)");
+      check(!cli.has("to"), "--quantize writes our safetensors; it cannot be combined with --to");
+      if (ends_with(cli.get("in"), ".safetensors")) return quantize_ours(cli);
+    }
     if (cli.has("to")) return export_pth(cli);
     check(!cli.is_set("legacy-qkv"), "--legacy-qkv is for the export direction (with --to timm)");
     const UpstreamModel m = load_upstream_checkpoint(cli.get("in"), cli.get("from"), cli.get("model"));
@@ -63,7 +92,8 @@ int main(int argc, char** argv) {
     // A 1000-class head is ImageNet-1k's: its class names go into "classes" (sima-eval prints them).
     std::map<std::string, std::string> meta = imagenet_classes_metadata(m.model->config().num_classes);
     meta["converted_from"] = m.layout;
-    save_checkpoint(cli.get("out"), *m.model, meta);
+    if (cli.has("quantize")) save_quantized_checkpoint(cli.get("out"), *m.model, meta);
+    else save_checkpoint(cli.get("out"), *m.model, meta);
     const ModelConfig& c = m.model->config();
     std::cout << cli.get("in") << m.where << " (" << m.layout << " layout) -> " << cli.get("out") << ": " << c.arch
               << ", " << m.model->num_parameters() << " parameters, attention " << c.attention.variant << ", "

@@ -25,6 +25,7 @@
 #include "core/rng.h"
 #include "data/dataset.h"
 #include "models/checkpoint.h"
+#include "models/quantized.h"
 #include "models/registry.h"
 #include "train/config/cli.h"
 #include "train/config/data_spec.h"
@@ -40,6 +41,13 @@ std::string percent(double p) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%6.2f%%", p);
   return buf;
+}
+
+// --precision: every Linear (and at int8 SimA's core) in reduced precision (models/quantized.h).
+void apply_precision(Model& model, const Cli& cli) {
+  const std::string note = set_inference_precision(model, parse_precision(cli.get("precision"), "--precision"),
+                                                   cli.is_set("int8-attention"));
+  if (!note.empty()) std::fprintf(stderr, "sima-eval: %s\n", note.c_str());
 }
 
 // The model's input transform: the checkpoint's config and crop, resized as --resize says.
@@ -100,10 +108,11 @@ int evaluate_split(Model& model, const CheckpointEvalInfo& info, const std::stri
     j["checkpoint"] = cli.get("checkpoint");
     j["data"] = to_string(spec);
     j["split"] = split;
+    j["precision"] = cli.get("precision");
     std::cout << j.dump() << "\n";
   } else {
     std::cout << "checkpoint " << cli.get("checkpoint") << "\ndata " << to_string(spec) << " (" << split << " split, "
-              << raw->size() << " images)\n\n"
+              << raw->size() << " images)\nprecision " << cli.get("precision") << "\n\n"
               << format_report(r, names);
   }
   return 0;
@@ -132,6 +141,7 @@ int evaluate_features(const Cli& cli) {
   check(!data.empty(), path,
         ": the checkpoint does not name its training data (no \"data\" in its metadata); --data is needed, e.g. "
         "--data fashion_mnist");
+  if (model) apply_precision(*model, cli);
   FeatureEvalOptions o;
   o.extract.batch_size = cli.get_int("batch");
   o.extract.num_workers = static_cast<int>(cli.get_int("workers"));
@@ -245,6 +255,11 @@ int main(int argc, char** argv) {
            false, "model");
   cli.flag("train-limit", "N", "--knn/--linear-probe: a seeded random N train images; 0 = all", false, "0");
   cli.flag("seed", "S", "--knn/--linear-probe: seed of the random subsets and of the probe", false, "0");
+  cli.flag("precision", "fp32|bf16|int8",
+           "inference precision of every Linear (int8: also SimA's attention core); bf16 is emulated without "
+           "AVX-512 (docs/precision.md)",
+           false, "fp32");
+  cli.option("int8-attention", "with --precision int8: SimA's attention core in int8 too (slower on AVX2)");
   cli.option("allow-nonfinite", "load a checkpoint holding NaN or inf (for debugging; refused by default)");
   if (!cli.parse(argc, argv)) return cli.exit_code();
   set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
@@ -253,11 +268,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    // bad values named before any loading
+    const Precision precision = parse_precision(cli.get("precision"), "--precision");
+    check(!cli.is_set("int8-attention") || precision == Precision::Int8, "--int8-attention needs --precision int8");
     if (cli.is_set("knn") || cli.is_set("linear-probe")) return evaluate_features(cli);
     const std::string path = cli.get("checkpoint");
     const LoadedCheckpoint loaded = load_checkpoint_for_eval(path, cli.get("from"), cli.get("model"));
     const CheckpointEvalInfo& info = loaded.info;
     std::shared_ptr<Model> model = loaded.model;
+    apply_precision(*model, cli);
     // The data: --data, else the checkpoint's training data spec.
     const std::string data = cli.get("data").empty() ? info.data : cli.get("data");
     // Class names: the checkpoint's, else the dataset's, numbers for the rest.

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/omp_wait.h"
 #include "models/checkpoint.h"
+#include "models/quantized.h"
 #include "train/config/cli.h"
 #include "train/eval/evaluate.h"
 #include "train/viz/attention_heatmap.h"
@@ -71,6 +72,10 @@ int main(int argc, char** argv) {
   cli.flag("foreground-above", "T",
            "also report the share of each map's mass on pixels whose grey level (0..1) is above T, "
            "and those pixels' share of the image (the object, on a dark background)");
+  cli.flag("precision", "fp32|bf16|int8",
+           "inference precision of every Linear; the attention core the maps are read from stays float32 "
+           "(docs/precision.md)",
+           false, "fp32");
   cli.option("allow-nonfinite", "load a checkpoint holding NaN or inf (for debugging; refused by default)");
   if (!cli.parse(argc, argv)) return cli.exit_code();
   set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
@@ -101,7 +106,10 @@ int main(int argc, char** argv) {
 
     const std::string path = cli.get("checkpoint");
     const CheckpointEvalInfo info = read_checkpoint_eval_info(path);
+    const Precision precision = parse_precision(cli.get("precision"), "--precision");
     std::shared_ptr<Model> model = load_checkpoint(path);
+    if (const std::string note = set_inference_precision(*model, precision); !note.empty())
+      std::fprintf(stderr, "sima-heatmap: %s\n", note.c_str());
     opt.crop_pct = info.crop_pct;
     opt.predict = info.head_trained;
     try {

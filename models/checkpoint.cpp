@@ -6,6 +6,7 @@
 #include "core/allocation_budget.h"
 #include "core/error.h"
 #include "models/finite_check.h"
+#include "models/quantized.h"
 #include "models/registry.h"
 #include "models/safetensors.h"
 
@@ -15,14 +16,20 @@ namespace {
 constexpr const char* kFormat = "sima.cpp/1";
 }
 
-void save_checkpoint(const std::string& path, const Model& model,
-                     const std::map<std::string, std::string>& extra_metadata) {
+std::map<std::string, std::string> checkpoint_metadata(const Model& model,
+                                                       const std::map<std::string, std::string>& extra_metadata) {
   const ModelConfig& cfg = model.config();
   nlohmann::json norm = {{"mean", cfg.mean}, {"std", cfg.std}, {"img_size", cfg.img_size}};
   std::map<std::string, std::string> meta = extra_metadata;
   meta["format"] = kFormat;
   meta["config"] = config_to_json(cfg).dump();
   if (auto it = meta.find("normalization"); it == meta.end()) meta["normalization"] = norm.dump();
+  return meta;
+}
+
+void save_checkpoint(const std::string& path, const Model& model,
+                     const std::map<std::string, std::string>& extra_metadata) {
+  const std::map<std::string, std::string> meta = checkpoint_metadata(model, extra_metadata);
   NamedTensors tensors;
   for (auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t);
   check_finite_weights(tensors, path, /*saving=*/true);
@@ -66,6 +73,7 @@ void validate_checkpoint_metadata(const std::map<std::string, std::string>& meta
 void load_weights(Model& model, const std::string& path) {
   SafetensorsFile f = load_safetensors(path);
   check_finite_weights(f.tensors, path, /*saving=*/false);
+  const QuantizedLinears quantized = take_quantized_weights(f, path);  // dequantized in f; {} for float32
   StateDict sd;
   for (auto& [name, t] : f.tensors) sd[name] = t;
   try {
@@ -73,12 +81,14 @@ void load_weights(Model& model, const std::string& path) {
   } catch (const Error& e) {
     fail(path, ": ", e.what());
   }
+  install_quantized_weights(model, quantized, path);
 }
 
 std::shared_ptr<Model> load_checkpoint(const std::string& path) {
   SafetensorsFile f = load_safetensors(path);
   validate_checkpoint_metadata(f.metadata, path);
   check_finite_weights(f.tensors, path, /*saving=*/false);
+  const QuantizedLinears quantized = take_quantized_weights(f, path);  // dequantized in f; {} for float32
   auto it = f.metadata.find("config");
   check(it != f.metadata.end(), path, ": no model config in the metadata (not a sima.cpp model checkpoint?)");
   nlohmann::json j;
@@ -110,6 +120,7 @@ std::shared_ptr<Model> load_checkpoint(const std::string& path) {
   } catch (const Error& e) {
     fail(path, ": ", e.what());
   }
+  install_quantized_weights(*model, quantized, path);
   return model;
 }
 

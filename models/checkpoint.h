@@ -26,8 +26,14 @@ namespace sima {
 void save_checkpoint(const std::string& path, const Model& model,
                      const std::map<std::string, std::string>& extra_metadata = {});
 
+// The metadata save_checkpoint writes: extra_metadata plus format, config and normalization.
+std::map<std::string, std::string> checkpoint_metadata(const Model& model,
+                                                       const std::map<std::string, std::string>& extra_metadata);
+
 // Rebuilds the model from the file's config and loads every tensor (names, shapes checked;
-// every mismatch reported in one error naming the file).
+// every mismatch reported in one error naming the file). A quantized checkpoint
+// (models/quantized.h) comes back with float32 weights W_q s, running float32 until
+// set_inference_precision(Int8) makes its Linears run the stored integers.
 std::shared_ptr<Model> load_checkpoint(const std::string& path);
 
 // Checks a model checkpoint's metadata before anything is built from it, naming the file and

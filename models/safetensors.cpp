@@ -87,10 +87,10 @@ struct Dtype {
   const char* name;
   uint64_t size;  // bytes per element
 };
-constexpr Dtype kF32{"F32", 4}, kF16{"F16", 2}, kBF16{"BF16", 2};
+constexpr Dtype kF32{"F32", 4}, kF16{"F16", 2}, kBF16{"BF16", 2}, kI8{"I8", 1};
 
 const Dtype* find_dtype(const std::string& s) {
-  for (const Dtype* d : {&kF32, &kF16, &kBF16})
+  for (const Dtype* d : {&kF32, &kF16, &kBF16, &kI8})
     if (s == d->name) return d;
   return nullptr;
 }
@@ -170,7 +170,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
   check(dt.is_string(), at, "\"dtype\" is a JSON ", dt.type_name(), ", not a string");
   e.dtype = find_dtype(dt.get_ref<const std::string&>());
   check(e.dtype != nullptr, at, "dtype '", dt.get_ref<const std::string&>(),
-        "' is not supported (F32, F16 or BF16)");
+        "' is not supported (F32, F16, BF16 or I8)");
 
   const json& sh = v["shape"];
   check(sh.is_array(), at, "\"shape\" is a JSON ", sh.type_name(), ", not a list");
@@ -282,12 +282,18 @@ SafetensorsFile load_safetensors(const std::string& path) {
   out.metadata = std::move(h.metadata);
   out.tensors.reserve(h.entries.size());
   std::vector<uint16_t> halves;
+  std::vector<int8_t> bytes;
   for (const Entry& e : h.entries) {
     Tensor t = empty(e.shape);
     const uint64_t nbytes = e.end - e.begin, at = h.data_start + e.begin;
     bool ok = true;
+    out.dtypes[e.name] = e.dtype->name;
     if (e.dtype == &kF32) {
       ok = read_all_at(f.fd, t.data(), nbytes, at);
+    } else if (e.dtype == &kI8) {  // every int8 is a float
+      bytes.resize(static_cast<size_t>(t.numel()));
+      ok = read_all_at(f.fd, bytes.data(), nbytes, at);
+      std::copy(bytes.begin(), bytes.end(), t.data());
     } else {
       halves.resize(static_cast<size_t>(t.numel()));
       ok = read_all_at(f.fd, halves.data(), nbytes, at);
@@ -311,7 +317,7 @@ std::map<std::string, std::string> read_safetensors_metadata(const std::string& 
 // ---- writing -------------------------------------------------------------------------
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+                      const std::map<std::string, std::string>& metadata, const std::set<std::string>& int8_names) {
   const std::string at = path + ": cannot save: ";
   // Everything that can be wrong with the arguments is found before a file is touched.
   std::set<std::string> seen;
@@ -321,16 +327,24 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     check(invalid_utf8_at(name) < 0, at, "a tensor name is not valid UTF-8");
     check(seen.insert(name).second, at, "two tensors are called '", name, "'");
     check(t.defined(), at, "tensor '", name, "' is undefined");
+    if (int8_names.count(name))
+      for (int64_t i = 0; i < t.numel(); ++i)
+        check(t.data()[i] == std::nearbyint(t.data()[i]) && std::fabs(t.data()[i]) <= 127.f, at, "tensor '", name,
+              "' is written as I8 but holds ", t.data()[i], " (not an integer in [-127, 127])");
   }
+  for (const auto& name : int8_names)
+    check(seen.count(name), at, "I8 tensor '", name, "' is not among the tensors");
   for (const auto& [k, v] : metadata)
     check(invalid_utf8_at(k) < 0 && invalid_utf8_at(v) < 0, at, "metadata entry '", k,
           "' is not valid UTF-8");
 
-  // Data order: by name (all tensors are F32; the reference sorts by dtype, then name).
+  // Data order: as the reference, by descending dtype alignment (F32 before I8), then by name.
+  auto is_i8 = [&](size_t i) { return int8_names.count(tensors[i].first) > 0; };
   std::vector<size_t> order(tensors.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return tensors[a].first < tensors[b].first; });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return is_i8(a) != is_i8(b) ? is_i8(b) : tensors[a].first < tensors[b].first;
+  });
 
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
@@ -341,9 +355,9 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   uint64_t offset = 0;
   for (size_t i : order) {
     const auto& [name, t] = tensors[i];
-    uint64_t nbytes = static_cast<uint64_t>(t.numel()) * sizeof(float);
+    uint64_t nbytes = static_cast<uint64_t>(t.numel()) * (is_i8(i) ? 1 : sizeof(float));
     nlohmann::ordered_json e = nlohmann::ordered_json::object();
-    e["dtype"] = "F32";
+    e["dtype"] = is_i8(i) ? "I8" : "F32";
     e["shape"] = nlohmann::ordered_json::array();
     for (int64_t d : t.shape()) e["shape"].push_back(d);
     e["data_offsets"] = nlohmann::ordered_json::array({offset, offset + nbytes});
@@ -368,8 +382,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   if (!write_all(fd, len_bytes, 8) || !write_all(fd, text.data(), text.size())) give_up("write to " + tmp);
   for (size_t i : order) {
     const Tensor& t = tensors[i].second;
-    if (!write_all(fd, t.data(), static_cast<size_t>(t.numel()) * sizeof(float)))
-      give_up("write to " + tmp);
+    std::vector<int8_t> bytes;
+    if (is_i8(i)) bytes.assign(t.data(), t.data() + t.numel());  // integers in [-127, 127], checked
+    const bool ok = is_i8(i) ? write_all(fd, bytes.data(), bytes.size())
+                             : write_all(fd, t.data(), static_cast<size_t>(t.numel()) * sizeof(float));
+    if (!ok) give_up("write to " + tmp);
   }
   if (::fsync(fd) != 0) give_up("fsync of " + tmp);
   int closed = ::close(fd);

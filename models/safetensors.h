@@ -19,10 +19,11 @@
 //
 // The reader checks the whole header before it allocates any tensor, so a hostile or
 // truncated file ends in a sima::Error naming the file and the fault, never a crash or
-// a huge allocation. It reads F32, and F16/BF16 converted to float32. Like the reference,
+// a huge allocation. It reads F32, and F16/BF16/I8 converted to float32. Like the reference,
 // it ignores keys of a tensor entry other than dtype/shape/data_offsets.
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,16 +37,19 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 struct SafetensorsFile {
   NamedTensors tensors;                         // in the order of their data in the file
   std::map<std::string, std::string> metadata;  // "__metadata__"
+  std::map<std::string, std::string> dtypes;    // tensor name -> its dtype in the file ("F32", "I8", ...)
   // The tensor called `name`, or an undefined Tensor.
   Tensor get(const std::string& name) const;
 };
 
-// Writes `tensors` (float32, any shapes, distinct non-empty names) and `metadata` to `path`
-// atomically: into `path + ".tmp.<pid>"`, fsync, then rename over `path`. On any failure
+// Writes `tensors` (float32, any shapes, distinct non-empty names) and `metadata` to `path`;
+// the tensors named in `int8_names` are written as I8 (their values must be integers in
+// [-127, 127]; quantized checkpoints, models/quantized.h). Atomically: into `path + ".tmp.<pid>"`, fsync, then rename over `path`. On any failure
 // the temporary file is removed, an existing file at `path` is left as it was, and a
 // sima::Error names the path and the OS error.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+                      const std::map<std::string, std::string>& metadata = {},
+                      const std::set<std::string>& int8_names = {});
 
 // Reads every tensor (as float32) and the metadata; throws sima::Error on any fault.
 SafetensorsFile load_safetensors(const std::string& path);

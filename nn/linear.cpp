@@ -1,5 +1,6 @@
 #include "nn/linear.h"
 
+#include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops/matmul.h"
 #include "nn/init.h"
@@ -17,6 +18,9 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias)
   }
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) {
+  if (lowp && !needs_grad(x, weight, bias)) return lowp->forward(x);
+  return linear(x, weight, bias);
+}
 
 }  // namespace sima

@@ -1,5 +1,8 @@
 // nn.Linear: y = x Wᵀ + b. weight (out, in), bias (out).
 #pragma once
+#include <memory>
+
+#include "core/ops/lowp_gemm.h"
 #include "nn/module.h"
 
 namespace sima {
@@ -12,6 +15,13 @@ class Linear : public Module {
   Tensor forward(const Tensor& x) override;  // (..., in) -> (..., out)
   int64_t in_features, out_features;
   Tensor weight, bias;  // bias undefined when bias = false
+  // Reduced-precision inference (models/precision.h): when set, forward runs it whenever no
+  // gradient is asked for (else the float32 path). It holds its own copy of the weights
+  // (quantized or rounded), made when it was set: set it again after changing `weight`.
+  std::shared_ptr<const LowpLinear> lowp;
+  // The int8 weights of a quantized checkpoint (models/quantized.h), which int8 inference uses
+  // instead of quantizing `weight` (their dequantized values) again.
+  std::shared_ptr<const LowpLinear> stored_int8;
 };
 
 }  // namespace sima

@@ -1,5 +1,6 @@
 #include "nn/mlp.h"
 
+#include "core/autograd.h"
 #include "core/error.h"
 
 namespace sima {
@@ -17,7 +18,9 @@ Mlp::Mlp(int64_t in, int64_t hidden, int64_t out, const std::string& act_name, f
 
 Tensor Mlp::forward(const Tensor& x) {
   const bool dropping = is_training() && (drop1->p > 0.f || drop2->p > 0.f);
-  if (fused && !dropping) return fused_mlp(x, fc1->weight, fc1->bias, fc2->weight, fc2->bias, act_kind_);
+  // reduced precision (models/quantized.h) runs module by module, when no gradient is asked for
+  const bool lowp = (fc1->lowp || fc2->lowp) && !needs_grad(x, fc1->weight, fc2->weight);
+  if (fused && !dropping && !lowp) return fused_mlp(x, fc1->weight, fc1->bias, fc2->weight, fc2->bias, act_kind_);
   return drop2->forward(fc2->forward(drop1->forward(act->forward(fc1->forward(x)))));
 }
 

@@ -160,6 +160,7 @@ SimaAttention::SimaAttention(const AttentionOptions& opt)
 
 Tensor SimaAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t, int64_t) {
   last_order_ = resolve_sima_order(order_, q.size(2), q.size(3));
+  if (int8_core && !qk_hook && !needs_grad(q, k, v)) return sima_attention_int8(q, k, v, norm_, last_order_, opt_.eps);
   Tensor q_hat, k_hat;
   Tensor out = sima_attention(q, k, v, norm_, last_order_, opt_.eps, qk_hook ? &q_hat : nullptr,
                               qk_hook ? &k_hat : nullptr);

@@ -31,6 +31,11 @@ Tensor sima_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                       SimaNorm norm = SimaNorm::L1, SimaOrder order = SimaOrder::Auto,
                       float eps = 1e-12f, Tensor* q_hat = nullptr, Tensor* k_hat = nullptr);
 
+// The same core at int8, inference only (sima_int8.cpp, docs/precision.md): q̂, k̂ in float32,
+// both products as dynamic int8 GEMMs. Records no graph.
+Tensor sima_attention_int8(const Tensor& q, const Tensor& k, const Tensor& v, SimaNorm norm, SimaOrder order,
+                           float eps);
+
 // Options used: dim, num_heads, qkv_bias, proj_drop, norm, order, eps (attn_drop is unused,
 // as in the official code).
 class SimaAttention : public Attention {
@@ -42,6 +47,9 @@ class SimaAttention : public Attention {
   SimaOrder order() const { return order_; }
   // The product order the last core() call ran (QkFirst or KvFirst; Auto before any call).
   SimaOrder last_order() const { return last_order_; }
+  // Run the core at int8 (sima_attention_int8) whenever no gradient and no qk_hook is asked
+  // for; set by set_inference_precision (models/precision.h).
+  bool int8_core = false;
 
  private:
   SimaNorm norm_;

@@ -24,6 +24,11 @@ whenever one of its cores is taken): the driver warns when the load average befo
 leaves fewer than T cores free, and logs the load average before every run in --json (a
 rough hint: it includes the previous runs of this driver).
 
+--precision fp32|bf16|int8 is passed to sima-bench (its inference and batch-1 runs; training stays
+fp32). Every case also runs the peer a second time with --int8: PyTorch's dynamic int8
+(torch.ao.quantization.quantize_dynamic of every nn.Linear, the onednn engine when present, else
+fbgemm), the second table compares our inference with it. --json FILE keeps every raw run.
+
 Needs Debian's python3-torch for the peers (run them with /usr/bin/python3, --python to change).
 The check run (about a minute at 2 threads on an idle 2-core machine):
   python3 tests/bench/compare_pytorch.py --rounds 1 --cases quickstart_cvt --reps 3 --steps 5
@@ -84,16 +89,17 @@ def ours_model(case, attn):
 
 def run_ours(a, case, attn):
     cmd = [a.sima_bench, "model", "--model", json.dumps(ours_model(case, attn), separators=(",", ":")),
-           "--batch", str(BATCH), "--json"]
+           "--batch", str(BATCH), "--precision", a.precision, "--json"]
     if a.reps:
         cmd += ["--reps", str(a.reps)]
     r = run_json(cmd, a.threads, f"sima-bench {case} {attn}", a.timeout)
     return {"cmd": cmd, "raw": [r], **{k: r.get(k) for k in OURS_KEYS}}
 
 
-def run_peer(a, case, attn):
+def run_peer(a, case, attn, int8=False):
     steps = ["--steps", str(a.steps)] if a.steps else []
     base = [a.python, a.peer if case == "deit_tiny" else a.cvt_peer, "--attn", attn, "--threads", str(a.threads)]
+    base += ["--int8"] if int8 else []
     if case == "deit_tiny":
         cmd = base + ["--batch", str(BATCH)] + steps
         r = run_json(cmd, a.threads, f"pytorch peer {case} {attn}", a.timeout)
@@ -135,6 +141,8 @@ def main():
     p.add_argument("--steps", type=int, default=0, help="the peers' --steps (0: their default)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds allowed per run")
     p.add_argument("--json", metavar="FILE", help="write every raw run and the medians here")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "int8"],
+                   help="sima-bench model --precision (inference; training stays fp32)")
     a = p.parse_args()
 
     cases = [c.strip() for c in a.cases.split(",") if c.strip()]
@@ -161,12 +169,13 @@ def main():
     if load0 + a.threads > cores + 0.5:
         print(f"warning: load average {load0:.2f} on {cores} cores before starting: with {a.threads} threads "
               "the runs share cores with other work and the numbers will be noisy", file=sys.stderr)
-    runs = {(c, at): {"ours": [], "torch": []} for c in cases for at in ATTNS}
+    runs = {(c, at): {"ours": [], "torch": [], "torch_int8": []} for c in cases for at in ATTNS}
     for rnd in range(a.rounds):
         for c in cases:
             for at in ATTNS:
                 print(f"[round {rnd + 1}/{a.rounds}] {c} {at}", file=sys.stderr, flush=True)
-                order = (("ours", run_ours), ("torch", run_peer))
+                order = (("ours", run_ours), ("torch", run_peer),
+                         ("torch_int8", lambda a, c, at: run_peer(a, c, at, int8=True)))
                 for side, fn in order if rnd % 2 == 0 else order[::-1]:
                     runs[(c, at)][side].append({"round": rnd, **fn(a, c, at)})
 
@@ -195,6 +204,15 @@ def main():
               f"| {fmt(t['peak_rss_mb'])} | {ratio(o['peak_rss_mb'], t['peak_rss_mb'])} "
               f"| {fmt(None if frac is None else 100 * frac)} |")
 
+    print(f"\nInference: ours at {a.precision} against PyTorch's dynamic int8 (ratio = ours / torch int8)\n")
+    print("| case | attn | ours infer img/s | torch int8 infer img/s | ratio | ours b1 ms | torch int8 b1 ms | ratio |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|")
+    for (c, at), m in med.items():
+        o, q = m["ours"], m["torch_int8"]
+        print(f"| {c} | {at} | {fmt(o['infer_img_per_s'])} | {fmt(q['infer_img_s'])} "
+              f"| {ratio(o['infer_img_per_s'], q['infer_img_s'])} | {fmt(o['latency_b1_ms'], 2)} "
+              f"| {fmt(q['latency_b1_ms'], 2)} | {ratio(o['latency_b1_ms'], q['latency_b1_ms'])} |")
+
     print("\nSimA vs softmax: throughput ratio sima / softmax (> 1: SimA faster)\n")
     print("| case | ours train | ours infer | torch train | torch infer |")
     print("|---|--:|--:|--:|--:|")
@@ -206,7 +224,7 @@ def main():
               f"| {ratio(s['torch']['infer_img_s'], x['torch']['infer_img_s'])} |")
 
     if a.json:
-        out = {"argv": sys.argv, "threads": a.threads, "rounds": a.rounds, "batch": BATCH, "cores": cores,
+        out = {"argv": sys.argv, "threads": a.threads, "precision": a.precision, "rounds": a.rounds, "batch": BATCH, "cores": cores,
                "load_average_at_start": load0,
                "results": [{"case": c, "attn": at, "runs": runs[(c, at)], "medians": med[(c, at)]}
                            for (c, at) in runs]}

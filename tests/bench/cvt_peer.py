@@ -186,12 +186,21 @@ class CvT(nn.Module):
         return self.head(self.norm(cls).flatten(1))
 
 
+
+def quantize_int8(m):
+    """PyTorch's dynamic int8 of every nn.Linear (weights int8 per tensor, activations per batch),
+    on the oneDNN engine when this build has it, else fbgemm: the peer of sima.cpp's --precision int8."""
+    engines = torch.backends.quantized.supported_engines
+    torch.backends.quantized.engine = "onednn" if "onednn" in engines else "fbgemm"
+    return torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8)
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--attn", default="sima", choices=["sima", "softmax"])
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--int8", action="store_true", help="infer with PyTorch's dynamic int8 Linears (quantize_int8)")
     p.add_argument("--latency", action="store_true", help="also time batch-1 inference (median of 50 after 5 warm-up)")
     p.add_argument("--check-params", action="store_true", help="print the parameter count and exit")
     a = p.parse_args()
@@ -220,6 +229,8 @@ def main():
         step()
     train = (time.perf_counter() - t) / a.steps
     m.eval()
+    if a.int8:
+        m = quantize_int8(m)
     latency = {}
     with torch.no_grad():
         m(x)
@@ -242,7 +253,8 @@ def main():
                       "chans": CHANS, "dims": list(DIMS), "depths": list(DEPTHS), "heads": list(HEADS),
                       "parameters": params,
                       "train_step_ms": round(train * 1e3, 2), "train_img_s": round(a.batch / train, 2),
-                      "infer_img_s": round(a.batch / infer, 2), **latency,
+                      "infer_img_s": round(a.batch / infer, 2), **latency, "precision": "int8" if a.int8 else "fp32",
+                      "quantized_engine": torch.backends.quantized.engine if a.int8 else None,
                       "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
 
 

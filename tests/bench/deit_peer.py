@@ -63,6 +63,14 @@ class DeiT(nn.Module):
         return self.head(self.norm(self.blocks(x))[:, 0])
 
 
+
+def quantize_int8(m):
+    """PyTorch's dynamic int8 of every nn.Linear (weights int8 per tensor, activations per batch),
+    on the oneDNN engine when this build has it, else fbgemm: the peer of sima.cpp's --precision int8."""
+    engines = torch.backends.quantized.supported_engines
+    torch.backends.quantized.engine = "onednn" if "onednn" in engines else "fbgemm"
+    return torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8)
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--attn", default="sima")
@@ -76,6 +84,7 @@ def main():
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--int8", action="store_true", help="infer with PyTorch's dynamic int8 Linears (quantize_int8)")
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -96,6 +105,8 @@ def main():
         step()
     train = (time.perf_counter() - t) / a.steps
     m.eval()
+    if a.int8:
+        m = quantize_int8(m)
     with torch.no_grad():
         m(x)
         t = time.perf_counter()
@@ -105,7 +116,8 @@ def main():
     print(json.dumps({"peer": "pytorch", "torch": torch.__version__, "threads": torch.get_num_threads(),
                       **{k: getattr(a, k) for k in ("attn", "batch", "img", "patch", "chans", "dim", "depth", "heads")},
                       "train_step_ms": round(train * 1e3, 2), "train_img_s": round(a.batch / train, 2),
-                      "infer_img_s": round(a.batch / infer, 2),
+                      "infer_img_s": round(a.batch / infer, 2), "precision": "int8" if a.int8 else "fp32",
+                      "quantized_engine": torch.backends.quantized.engine if a.int8 else None,
                       "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
 
 

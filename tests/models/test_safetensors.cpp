@@ -140,6 +140,30 @@ TEST_CASE("round trip: names, shapes, bit-identical values and metadata") {
   CHECK(none.metadata.empty());
 }
 
+TEST_CASE("I8 tensors (quantized checkpoints): written after the F32 ones, read back as floats") {
+  TempDir d;
+  const std::string path = d.file("q.safetensors");
+  const NamedTensors in = {{"w", from_vector({-127.f, 0.f, 3.f, 127.f}, {2, 2})}, {"s", from_vector({0.5f, 2.f})}};
+  save_safetensors(path, in, {}, {"w"});
+  const SafetensorsFile f = load_safetensors(path);
+  CHECK(f.dtypes.at("w") == "I8");
+  CHECK(f.dtypes.at("s") == "F32");
+  CHECK(to_vector(f.get("w")) == std::vector<float>{-127.f, 0.f, 3.f, 127.f});
+  CHECK(f.tensors[0].first == "s");  // the reference's order: F32 (alignment 4) before I8 (1)
+  const std::string raw = read_bytes(path);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(raw[i]);
+  CHECK(raw.size() == 8 + n + 2 * 4 + 4);  // 2 floats, then 4 bytes
+  // Only integers in [-127, 127] can be written as I8, and only tensors that are there
+  for (float bad : {0.5f, 128.f, -128.f, NAN}) {
+    CAPTURE(bad);
+    const std::string e = error_message([&] { save_safetensors(path, {{"w", from_vector({bad})}}, {}, {"w"}); });
+    CHECK(e.find("tensor 'w' is written as I8 but holds") != std::string::npos);
+  }
+  CHECK(error_message([&] { save_safetensors(path, in, {}, {"x"}); }).find("I8 tensor 'x' is not among the tensors") !=
+        std::string::npos);
+}
+
 TEST_CASE("exact bytes of a tiny file, written out by hand") {
   TempDir d;
   const std::string path = d.file("tiny.safetensors");
@@ -311,7 +335,7 @@ TEST_CASE("hostile headers: JSON, types, dtypes") {
                  "tensor 't': \"dtype\" is a JSON number, not a string");
   for (const char* dt : {"I64", "F64", "float32", "U8", ""})
     check_rejected(d, make_file(one("{\"dtype\":\"" + std::string(dt) + "\",\"shape\":[],\"data_offsets\":[0,4]}"), "abcd"),
-                   "tensor 't': dtype '" + std::string(dt) + "' is not supported (F32, F16 or BF16)");
+                   "tensor 't': dtype '" + std::string(dt) + "' is not supported (F32, F16, BF16 or I8)");
   check_rejected(d, make_file(one("{" + f32 + ",\"shape\":\"2\",\"data_offsets\":[0,8]}"), "abcdefgh"),
                  "\"shape\" is a JSON string, not a list");
   check_rejected(d, make_file(one("{" + f32 + ",\"shape\":[2.0],\"data_offsets\":[0,8]}"), "abcdefgh"),

@@ -13,6 +13,7 @@
 #include "core/ops/gemm.h"
 #include "core/omp_wait.h"
 #include "core/parallel.h"
+#include "models/quantized.h"
 #include "models/registry.h"
 #include "nn/attention/variants.h"
 #include "train/config/experiment_config.h"
@@ -220,6 +221,9 @@ ModelBenchResult bench_model(const ModelBenchConfig& cfg) {
   r.train_gflop_per_s = r.train_gemm_gflop / (r.train_step_ms * 1e-3);
 
   model->eval();
+  r.precision = precision_name(cfg.precision);
+  r.precision = cfg.int8_attention ? "int8+attention" : r.precision;
+  r.precision_note = set_inference_precision(*model, cfg.precision, cfg.int8_attention);  // training ran float32
   r.infer_ms = median_ms(
       [&] {
         NoGradGuard ng;
@@ -242,6 +246,7 @@ ModelBenchResult bench_model(const ModelBenchConfig& cfg) {
 json to_json(const ModelBenchResult& r) {
   return {{"bench", "model"},
           {"model", r.model},
+          {"precision", r.precision},
           {"batch", r.batch},
           {"img_size", r.img_size},
           {"parameters", r.parameters},

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/ops/quantize.h"
+
 namespace sima {
 
 struct TimingOptions {
@@ -66,10 +68,13 @@ struct ModelBenchConfig {
   int64_t batch = 64;
   int64_t img_size = 0;  // 0: the model's
   TimingOptions timing{.warmup = 2, .reps = 5};
+  Precision precision = Precision::F32;  // of the inference and batch-1 runs (models/quantized.h)
+  bool int8_attention = false;           // with Int8: SimA's core in int8 too
 };
 
 struct ModelBenchResult {
   std::string model;
+  std::string precision = "fp32", precision_note;  // the note: e.g. bf16 emulated on this CPU
   int64_t batch = 0, img_size = 0, parameters = 0;
   double train_step_ms = 0.0, train_img_per_s = 0.0;  // forward + backward + AdamW step
   double infer_ms = 0.0, infer_img_per_s = 0.0;       // eval mode, no grad, at `batch`

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "models/finite_check.h"
+#include "models/quantized.h"
 #include "models/safetensors.h"
 
 namespace sima {
@@ -87,6 +88,9 @@ void save_train_state(const std::string& path, const Module& model, const Optimi
 TrainPosition load_train_state(const std::string& path, Module& model, Optimizer& optim, Module* ema,
                                json* config) {
   SafetensorsFile f = load_safetensors(path);
+  check(!is_quantized_checkpoint(f.metadata), path,
+        ": is a quantized checkpoint (int8 weights, sima-convert --quantize), not a train state; training needs "
+        "float32 weights");
   check_finite_weights(f.tensors, path, /*saving=*/false);
   auto meta = [&](const char* key) -> json {
     auto it = f.metadata.find(key);

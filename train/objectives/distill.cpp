@@ -13,6 +13,7 @@
 #include "core/file_io.h"
 #include "core/ops.h"
 #include "models/checkpoint.h"
+#include "models/quantized.h"
 #include "models/safetensors.h"
 
 namespace sima {
@@ -102,6 +103,9 @@ DistillTeacher::DistillTeacher(const std::string& path, const ModelConfig& stude
         "configs/quickstart.json writes runs/quickstart/best.safetensors)");
   std::map<std::string, std::string> meta;
   try {
+    check(!is_quantized_checkpoint(read_safetensors_metadata(path)), path,
+          " is a quantized checkpoint (int8 weights, sima-convert --quantize): training needs float32 weights; "
+          "give the float32 checkpoint it was made from");
     bytes_ = file_size(path);
     crc32_ = file_crc32(path);
     model_ = load_checkpoint(path);

@@ -1,0 +1,282 @@
+// LowpLinear and int8_bmm over oneDNN's matmul primitive (lowp_gemm.h).
+//
+// oneDNN memory descriptors used (row-major "ab"; "ba" = the transposed layout of a 2-d K×N):
+//   x_q  (M, in)   u8  ab      the quantized input, x_q + Z
+//   W    (in, out) s8  any     the weight (out, in) row-major is (in, out) "ba"; oneDNN packs it
+//   acc  (M, out)  s32 ab      exact int32 sums
+// The primitive depends on M, so one is made per row count seen (a batch and the last,
+// smaller batch of an evaluation) and kept with its packed weights.
+#include "core/ops/lowp_gemm.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+#include "core/ops/gemm.h"
+#include "core/parallel.h"
+
+namespace sima {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+struct Dnnl {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream st{eng};
+};
+Dnnl& dnnl_ctx() {
+  static Dnnl c;
+  return c;
+}
+
+// A matmul primitive for src (M, K) and weights (K, N) in the given types, weights packed as
+// oneDNN prefers; throws dnnl::error when no implementation exists on this CPU.
+dnnl::matmul::primitive_desc matmul_pd(int64_t M, int64_t K, int64_t N, dt src, dt wei, dt dst) {
+  memory::desc a({M, K}, src, tag::ab), w({K, N}, wei, tag::any), c({M, N}, dst, tag::ab);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, c), dnnl_ctx().eng);
+}
+
+// Σ_k q[r,k] for every row r of q (rows × cols)
+std::vector<int32_t> row_sums(const std::vector<int8_t>& q, int64_t rows, int64_t cols) {
+  std::vector<int32_t> s(static_cast<size_t>(rows), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < cols; ++k) s[r] += q[r * cols + k];
+  return s;
+}
+
+}  // namespace
+
+bool bf16_native() {
+  static const bool ok = [] {
+    try {
+      matmul_pd(64, 64, 64, dt::bf16, dt::bf16, dt::f32);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
+// ---- LowpLinear -------------------------------------------------------------------------
+
+struct LowpLinear::Impl {
+  Precision p;
+  int64_t out, in;
+  std::vector<int8_t> q;       // Int8: W_q (out, in)
+  std::vector<float> scale;    // Int8: s_w (out)
+  std::vector<int32_t> wsum;   // Int8: Σ_k W_q[n,k] (out)
+  std::vector<uint16_t> wb;    // BF16 native: W as bf16 bits (out, in)
+  std::vector<float> wr;       // BF16 emulated: W rounded to bf16, as float32 (out, in)
+  std::vector<float> bias;     // (out) or empty
+  std::vector<float> zeros_;   // (out) zeros: the bias of a Linear without one
+  struct Plan {
+    dnnl::matmul prim;
+    memory weights;  // packed for prim
+  };
+  mutable std::map<int64_t, Plan> plans;  // per row count M
+  mutable std::mutex mu;
+
+  const Plan& plan(int64_t M) const;
+  void forward_int8(const float* x, int64_t M, float* y) const;
+  void forward_bf16(const float* x, int64_t M, float* y) const;
+};
+
+const LowpLinear::Impl::Plan& LowpLinear::Impl::plan(int64_t M) const {
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = plans.find(M); it != plans.end()) return it->second;
+  if (plans.size() >= 8) plans.clear();  // a few row counts are normal; many are a caller's loop
+  const bool i8 = p == Precision::Int8;
+  auto pd = matmul_pd(M, in, out, i8 ? dt::u8 : dt::bf16, i8 ? dt::s8 : dt::bf16, i8 ? dt::s32 : dt::f32);
+  Plan plan{dnnl::matmul(pd), memory()};
+  for (auto& [m, other] : plans)  // the same packed layout: share the packed weights
+    if (other.weights.get_desc() == pd.weights_desc()) plan.weights = other.weights;
+  if (!plan.weights) {
+    memory::desc user({in, out}, i8 ? dt::s8 : dt::bf16, tag::ba);  // (out, in) row-major
+    memory src(user, dnnl_ctx().eng, i8 ? (void*)q.data() : (void*)wb.data());
+    plan.weights = memory(pd.weights_desc(), dnnl_ctx().eng);
+    dnnl::reorder(src, plan.weights).execute(dnnl_ctx().st, src, plan.weights);
+    dnnl_ctx().st.wait();
+  }
+  return plans.emplace(M, std::move(plan)).first->second;
+}
+
+// y (M, out) = dequant(x_q (M, in) · W_qᵀ) + b
+void LowpLinear::Impl::forward_int8(const float* x, int64_t M, float* y) const {
+  const int Q = int8_input_range();
+  std::unique_ptr<uint8_t[]> xq(new uint8_t[M * in]);  // uninitialised: written in full below
+  std::unique_ptr<int32_t[]> acc(new int32_t[M * out]);
+  std::vector<float> sx(static_cast<size_t>(M));
+  quantize_rows_u8(x, M, in, in, Q, xq.get(), sx.data());
+  const Plan& pl = plan(M);
+  auto& c = dnnl_ctx();
+  memory a(memory::desc({M, in}, dt::u8, tag::ab), c.eng, xq.get());
+  memory d(memory::desc({M, out}, dt::s32, tag::ab), c.eng, acc.get());
+  pl.prim.execute(c.st, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, pl.weights}, {DNNL_ARG_DST, d}});
+  c.st.wait();
+  const int32_t Z = Q + 1;  // the zero point's share of sum n is Z Σ_k W_q[n,k] (quantize.h)
+  const std::vector<float>& b = bias.empty() ? zeros_ : bias;
+  parallel_for(M, grain_for(kGrainElementwise, out), [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const int32_t* am = acc.get() + m * out;
+      float* ym = y + m * out;
+      for (int64_t n = 0; n < out; ++n)
+        ym[n] = static_cast<float>(am[n] - Z * wsum[n]) * (sx[m] * scale[n]) + b[n];
+    }
+  });
+}
+
+// y (M, out) = bf16(x) · bf16(W)ᵀ + b, float32 sums
+void LowpLinear::Impl::forward_bf16(const float* x, int64_t M, float* y) const {
+  if (bf16_native()) {
+    std::vector<uint16_t> xb(static_cast<size_t>(M * in));
+    for (int64_t i = 0; i < M * in; ++i) xb[i] = float_to_bf16_bits(x[i]);
+    const Plan& pl = plan(M);
+    auto& c = dnnl_ctx();
+    memory a(memory::desc({M, in}, dt::bf16, tag::ab), c.eng, xb.data());
+    memory d(memory::desc({M, out}, dt::f32, tag::ab), c.eng, y);
+    pl.prim.execute(c.st, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, pl.weights}, {DNNL_ARG_DST, d}});
+    c.st.wait();
+  } else {
+    std::vector<float> xr(static_cast<size_t>(M * in));
+    for (int64_t i = 0; i < M * in; ++i) xr[i] = round_to_bf16(x[i]);
+    gemm(false, true, M, out, in, xr.data(), wr.data(), 0.f, y);
+  }
+  if (!bias.empty())
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < out; ++n) y[m * out + n] += bias[n];
+}
+
+LowpLinear::LowpLinear(Precision p, const Tensor& weight, const Tensor& bias) : impl_(std::make_shared<Impl>()) {
+  check(p != Precision::F32, "LowpLinear: fp32 runs the ordinary Linear, not a LowpLinear");
+  check(weight.defined() && weight.dim() == 2, "LowpLinear: weight must be (out, in)");
+  Impl& I = *impl_;
+  I.p = p;
+  I.out = weight.size(0);
+  I.in = weight.size(1);
+  const float* w = weight.data();
+  if (p == Precision::Int8) {
+    I.q.resize(static_cast<size_t>(I.out * I.in));
+    I.scale.resize(static_cast<size_t>(I.out));
+    quantize_rows_s8(w, I.out, I.in, I.q.data(), I.scale.data());
+    I.wsum = row_sums(I.q, I.out, I.in);
+  } else if (bf16_native()) {
+    I.wb.resize(static_cast<size_t>(I.out * I.in));
+    for (int64_t i = 0; i < I.out * I.in; ++i) I.wb[i] = float_to_bf16_bits(w[i]);
+  } else {
+    I.wr.resize(static_cast<size_t>(I.out * I.in));
+    for (int64_t i = 0; i < I.out * I.in; ++i) I.wr[i] = round_to_bf16(w[i]);
+  }
+  check(!bias.defined() || (bias.dim() == 1 && bias.size(0) == I.out), "LowpLinear: bias ", bias.shape(),
+        " does not match weight ", weight.shape());
+  if (bias.defined()) I.bias.assign(bias.data(), bias.data() + I.out);
+  I.zeros_.assign(static_cast<size_t>(I.out), 0.f);
+}
+
+LowpLinear::LowpLinear(std::vector<int8_t> q, std::vector<float> scale, int64_t out, int64_t in, const Tensor& bias)
+    : impl_(std::make_shared<Impl>()) {
+  check(out > 0 && in > 0 && static_cast<int64_t>(q.size()) == out * in &&
+            static_cast<int64_t>(scale.size()) == out,
+        "LowpLinear: int8 weight of ", q.size(), " values and ", scale.size(), " scales for (", out, ", ", in, ")");
+  for (size_t i = 0; i < q.size(); ++i)
+    check(q[i] >= -127, "LowpLinear: int8 weight value ", int(q[i]), " outside [-127, 127]");
+  for (size_t n = 0; n < scale.size(); ++n)
+    check(std::isfinite(scale[n]) && scale[n] > 0.f, "LowpLinear: weight scale[", n, "] = ", scale[n],
+          " is not a positive finite number");
+  check(!bias.defined() || (bias.dim() == 1 && bias.size(0) == out), "LowpLinear: bias does not match (", out, ")");
+  Impl& I = *impl_;
+  I.p = Precision::Int8;
+  I.out = out;
+  I.in = in;
+  I.q = std::move(q);
+  I.scale = std::move(scale);
+  I.wsum = row_sums(I.q, out, in);
+  if (bias.defined()) I.bias.assign(bias.data(), bias.data() + out);
+  I.zeros_.assign(static_cast<size_t>(out), 0.f);
+}
+
+Tensor LowpLinear::forward(const Tensor& x) const {
+  const Impl& I = *impl_;
+  check(x.defined() && x.dim() >= 1 && x.size(-1) == I.in, "LowpLinear: input ", x.shape(), " does not end in ",
+        I.in, " features");
+  const int64_t M = x.numel() / I.in;
+  Shape ys = x.shape();
+  ys[ys.ndim() - 1] = I.out;
+  Tensor y = empty(ys);
+  if (M == 0) return y;
+  try {
+    if (I.p == Precision::Int8) I.forward_int8(x.data(), M, y.data());
+    else I.forward_bf16(x.data(), M, y.data());
+  } catch (const dnnl::error& e) {
+    fail("LowpLinear (", precision_name(I.p), ", ", I.in, " -> ", I.out, "): oneDNN: ", e.what());
+  }
+  count_gemm_flops(2 * M * I.out * I.in);
+  return y;
+}
+
+Precision LowpLinear::precision() const { return impl_->p; }
+int64_t LowpLinear::in_features() const { return impl_->in; }
+int64_t LowpLinear::out_features() const { return impl_->out; }
+const std::vector<int8_t>& LowpLinear::int8_weight() const { return impl_->q; }
+const std::vector<float>& LowpLinear::weight_scale() const { return impl_->scale; }
+
+// ---- int8_bmm ----------------------------------------------------------------------------
+
+namespace {
+// The P matrices X[p] (r×c, or c×r when t: then read transposed) as P row-major r×c copies.
+std::vector<float> rows_of(const float* X, bool t, int64_t P, int64_t r, int64_t c) {
+  std::vector<float> out(static_cast<size_t>(P * r * c));
+  parallel_for(P, grain_for(kGrainElementwise, r * c), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p)
+      for (int64_t i = 0; i < r; ++i)
+        for (int64_t j = 0; j < c; ++j)
+          out[(p * r + i) * c + j] = t ? X[(p * c + j) * r + i] : X[(p * r + i) * c + j];
+  });
+  return out;
+}
+}  // namespace
+
+// op(A) (P, m, k) -> u8 per row; op(B)ᵀ (P, n, k) -> s8 per row (= per column of op(B));
+// oneDNN: src (P, m, k) u8 "abc", weights (P, k, n) s8 "acb" (stored as (P, n, k)), dst s32.
+void int8_bmm(int64_t P, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, const float* B,
+              float* C) {
+  if (P == 0 || m == 0 || n == 0) return;
+  const int Q = int8_input_range();
+  std::vector<float> a = ta ? rows_of(A, true, P, m, k) : std::vector<float>();
+  std::vector<float> bt = tb ? std::vector<float>() : rows_of(B, true, P, n, k);
+  std::unique_ptr<uint8_t[]> aq(new uint8_t[P * m * k]);  // uninitialised: written in full below
+  std::vector<int8_t> bq(static_cast<size_t>(P * n * k));
+  std::vector<float> sa(static_cast<size_t>(P * m)), sb(static_cast<size_t>(P * n));
+  std::unique_ptr<int32_t[]> acc(new int32_t[P * m * n]);
+  quantize_rows_u8(ta ? a.data() : A, P * m, k, k, Q, aq.get(), sa.data());
+  quantize_rows_s8(tb ? B : bt.data(), P * n, k, bq.data(), sb.data());
+  const std::vector<int32_t> bsum = row_sums(bq, P * n, k);
+  try {
+    auto& c = dnnl_ctx();
+    memory::desc ad({P, m, k}, dt::u8, tag::abc), bd({P, k, n}, dt::s8, tag::acb), cd({P, m, n}, dt::s32, tag::abc);
+    dnnl::matmul prim(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, bd, cd), c.eng));
+    memory am(ad, c.eng, aq.get()), bm(bd, c.eng, bq.data()), cm(cd, c.eng, acc.get());
+    prim.execute(c.st, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    c.st.wait();
+  } catch (const dnnl::error& e) {
+    fail("int8_bmm (", P, " x ", m, "x", k, " . ", k, "x", n, "): oneDNN: ", e.what());
+  }
+  const int32_t Z = Q + 1;
+  parallel_for(P * m, grain_for(kGrainElementwise, n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {  // r = p m + i
+      const int64_t p = r / m;
+      for (int64_t j = 0; j < n; ++j)
+        C[r * n + j] = static_cast<float>(acc[r * n + j] - Z * bsum[p * n + j]) * (sa[r] * sb[p * n + j]);
+    }
+  });
+  count_gemm_flops(2 * P * m * n * k);
+}
+
+}  // namespace sima

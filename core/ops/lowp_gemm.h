@@ -1,0 +1,50 @@
+// Low-precision GEMMs through oneDNN (Debian libdnnl 2.6), which picks its kernels for the
+// CPU at run time (AVX2, AVX-512, VNNI, AVX512-BF16, AMX). docs/precision.md has the scheme,
+// the library choice and the measurements. Inference only: nothing here records a graph.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/ops/quantize.h"
+#include "core/tensor.h"
+
+namespace sima {
+
+// True when oneDNN runs bf16 matmuls natively on this CPU (it needs AVX-512 at least;
+// oneDNN 2.6 has no bf16 matmul for AVX2). Elsewhere bf16 is emulated (see LowpLinear).
+bool bf16_native();
+
+// y = x Wᵀ + b with W prepared once for the library and kept:
+//   Int8  W quantized per output channel (quantize.h), packed by oneDNN; x quantized per row
+//         at every call; int32 sums; dequantized and biased in float32.
+//   BF16  W and x rounded to bfloat16, float32 sums (oneDNN bf16 matmul with W packed), or,
+//         without native bf16, the same rounding through the float32 sgemm (same numerics
+//         up to the order of the sums, no speed-up).
+class LowpLinear {
+ public:
+  // weight (out, in), bias (out) or undefined. Precision F32 is refused.
+  LowpLinear(Precision p, const Tensor& weight, const Tensor& bias);
+  // Int8 from stored weights: q (out·in values in [-127, 127]) and scale (out, each > 0).
+  LowpLinear(std::vector<int8_t> q, std::vector<float> scale, int64_t out, int64_t in, const Tensor& bias);
+
+  Tensor forward(const Tensor& x) const;  // (..., in) -> (..., out)
+  Precision precision() const;
+  int64_t in_features() const;
+  int64_t out_features() const;
+  const std::vector<int8_t>& int8_weight() const;  // (out, in), Int8 only
+  const std::vector<float>& weight_scale() const;  // (out), Int8 only
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// Dynamic int8 batched product, for activations times activations (the SimA core):
+//   C[p] (m×n) = op(A[p]) (m×k) · op(B[p]) (k×n) for p < P, all float32 row-major,
+//   A[p] stored m×k (k×m when ta), B[p] stored k×n (n×k when tb).
+// op(A) is quantized per row, op(B) per column (each symmetric, scales from the data).
+void int8_bmm(int64_t P, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, const float* B,
+              float* C);
+
+}  // namespace sima

@@ -1,0 +1,106 @@
+#include "core/ops/quantize.h"
+
+#include <cpuid.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace sima {
+
+Precision parse_precision(const std::string& s, const std::string& who) {
+  if (s == "fp32") return Precision::F32;
+  if (s == "bf16") return Precision::BF16;
+  if (s == "int8") return Precision::Int8;
+  fail(who, ": precision must be one of fp32, bf16, int8 (got '", s, "')");
+}
+
+const char* precision_name(Precision p) {
+  return p == Precision::F32 ? "fp32" : p == Precision::BF16 ? "bf16" : "int8";
+}
+
+namespace {
+CpuFeatures read_cpu_features() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+  f.avx2 = b & (1u << 5);
+  f.avx512_core = (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31));  // F, BW, VL
+  f.avx512_vnni = c & (1u << 11);
+  f.amx_bf16 = d & (1u << 22);
+  f.amx_int8 = d & (1u << 25);
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+    f.avx_vnni = a & (1u << 4);
+    f.avx512_bf16 = a & (1u << 5);
+  }
+  return f;
+}
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = read_cpu_features();
+  return f;
+}
+
+int int8_input_range() {
+  const CpuFeatures& f = cpu_features();
+  return (f.avx512_vnni || f.avx_vnni || f.amx_int8) ? 127 : 63;
+}
+
+namespace {
+// Rounds |x| ≤ 2^22 to the nearest integer, ties to even (the FPU's default mode): adding and
+// subtracting 1.5·2^23 leaves no fraction bits. A plain add and subtract, so the loop vectorises
+// (std::nearbyint does not always); the compiler may not fold it (no -ffast-math).
+inline float round_even(float x) {
+  constexpr float kMagic = 12582912.f;  // 1.5 · 2^23
+  return (x + kMagic) - kMagic;
+}
+}  // namespace
+
+void quantize_rows_u8(const float* x, int64_t rows, int64_t cols, int64_t ld, int Q, uint8_t* q, float* scale) {
+  parallel_for(rows, grain_for(kGrainElementwise, cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * ld;
+      float amax = 0.f;
+      for (int64_t k = 0; k < cols; ++k) amax = std::max(amax, std::fabs(xr[k]));
+      const float s = amax > 0.f ? amax / static_cast<float>(Q) : 1.f;
+      const float inv = 1.f / s, lo = static_cast<float>(-Q), hi = static_cast<float>(Q);
+      const int32_t zero = Q + 1;
+      uint8_t* qr = q + r * cols;
+      for (int64_t k = 0; k < cols; ++k)  // round half to even, then shift into [1, 2Q + 1]
+        qr[k] = static_cast<uint8_t>(static_cast<int32_t>(round_even(std::clamp(xr[k] * inv, lo, hi))) + zero);
+      scale[r] = s;
+    }
+  });
+}
+
+void quantize_rows_s8(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scale) {
+  parallel_for(rows, grain_for(kGrainElementwise, cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* wr = w + r * cols;
+      float amax = 0.f;
+      for (int64_t k = 0; k < cols; ++k) amax = std::max(amax, std::fabs(wr[k]));
+      const float s = amax > 0.f ? amax / 127.f : 1.f, inv = 1.f / s;
+      int8_t* qr = q + r * cols;
+      for (int64_t k = 0; k < cols; ++k)
+        qr[k] = static_cast<int8_t>(static_cast<int32_t>(round_even(std::clamp(wr[k] * inv, -127.f, 127.f))));
+      scale[r] = s;
+    }
+  });
+}
+
+uint16_t float_to_bf16_bits(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  if (std::isnan(x)) return static_cast<uint16_t>((u >> 16) | 0x40);  // a quiet NaN
+  const uint32_t rounding = 0x7fff + ((u >> 16) & 1);                  // to nearest, ties to even
+  return static_cast<uint16_t>((u + rounding) >> 16);
+}
+
+float round_to_bf16(float x) {
+  return std::bit_cast<float>(static_cast<uint32_t>(float_to_bf16_bits(x)) << 16);
+}
+
+}  // namespace sima

@@ -1,0 +1,138 @@
+// Reduced-precision GEMMs (core/ops/lowp_gemm.h, core/ops/quantize.h, docs/precision.md):
+// - int8 LowpLinear equals the quantization arithmetic done by hand in double: the int32
+//   sums through oneDNN are exact (no int16 saturation on AVX2), the scales and the bias right;
+// - int8 / bf16 against float32 within the stated bounds; int8_bmm and SimA's int8 core too;
+// - a Linear with lowp set runs float32, bit for bit, whenever a gradient is asked for;
+// - bad precision names and bad stored weights are clear errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/autograd.h"
+#include "core/ops/lowp_gemm.h"
+#include "core/ops/matmul.h"
+#include "nn/attention/sima.h"
+#include "nn/linear.h"
+#include "testing.h"
+
+using namespace sima;
+using sima::testing::error_message;
+using sima::testing::max_abs_diff;
+using sima::testing::randn_leaf;
+
+namespace {
+
+// ‖a − b‖ / ‖b‖ over all elements
+double rel_err(const Tensor& a, const Tensor& b) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    const double d = double(a.data()[i]) - b.data()[i];
+    num += d * d;
+    den += double(b.data()[i]) * b.data()[i];
+  }
+  return std::sqrt(num / den);
+}
+
+// y[m,n] = s_x[m] s_w[n] Σ_k x_q w_q + b[n], with the quantization of quantize.h, in double.
+Tensor int8_reference(const Tensor& x, const Tensor& w, const Tensor& b) {
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  const int Q = int8_input_range();
+  std::vector<int8_t> wq(size_t(N * K));
+  std::vector<float> sw(static_cast<size_t>(N));
+  quantize_rows_s8(w.data(), N, K, wq.data(), sw.data());
+  Tensor y = empty({M, N});
+  for (int64_t m = 0; m < M; ++m) {
+    float amax = 0;
+    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x.data()[m * K + k]));
+    const float sx = amax / float(Q);
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t acc = 0;
+      for (int64_t k = 0; k < K; ++k)
+        acc += int64_t(std::nearbyint(x.data()[m * K + k] * (1.f / sx))) * wq[size_t(n * K + k)];
+      y.data()[m * N + n] = float(double(acc) * sx * sw[size_t(n)] + b.data()[n]);
+    }
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("int8 LowpLinear: exact int32 sums, per-channel and per-row scales, bias") {
+  // K = 192: a sum of 192 products of up to 127·127 (8 bits) or 127·127 with Q = 63 inputs;
+  // large enough that int16 saturation inside the kernel would show.
+  const Tensor x = randn_leaf({67, 192}, 1, false), w = randn_leaf({576, 192}, 2, false);
+  const Tensor b = randn_leaf({576}, 3, false);
+  const Tensor y = LowpLinear(Precision::Int8, w, b).forward(x), ref = int8_reference(x, w, b);
+  CHECK(max_abs_diff(y, ref) <= 1e-4f * 40);  // float rounding of the dequantisation only
+  CHECK(rel_err(y, ref) < 1e-6);
+}
+
+TEST_CASE("int8 and bf16 LowpLinear against float32: relative error within the bounds") {
+  const Tensor x = randn_leaf({130, 192}, 4, false), w = randn_leaf({96, 192}, 5, false);
+  const Tensor b = randn_leaf({96}, 6, false);
+  const Tensor y32 = linear(x, w, b);
+  // int8: per-element input step s_x/2 with s_x = max|x|/Q; Gaussian rows: about 1% at Q = 63
+  const double e8 = rel_err(LowpLinear(Precision::Int8, w, b).forward(x), y32);
+  const double e16 = rel_err(LowpLinear(Precision::BF16, w, b).forward(x), y32);
+  MESSAGE("int8 rel err " << e8 << " (Q = " << int8_input_range() << "), bf16 rel err " << e16);
+  CHECK(e8 < 0.02);
+  CHECK(e16 < 0.005);  // 8 mantissa bits: 2^-9 per operand
+  // (..., in) inputs keep their leading shape
+  const Tensor y3 = LowpLinear(Precision::Int8, w, b).forward(reshape(x, {2, 65, 192}));
+  CHECK(y3.shape() == Shape({2, 65, 96}));
+}
+
+TEST_CASE("int8_bmm: both transposes against float32 matmul") {
+  const int64_t P = 6, m = 65, n = 64, k = 48;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const Tensor A = randn_leaf(ta ? Shape{P, k, m} : Shape{P, m, k}, 7, false);
+      const Tensor B = randn_leaf(tb ? Shape{P, n, k} : Shape{P, k, n}, 8, false);
+      Tensor C = empty({P, m, n});
+      int8_bmm(P, ta, tb, m, n, k, A.data(), B.data(), C.data());
+      const double e = rel_err(C, matmul(A, B, ta, tb));
+      INFO("ta " << ta << " tb " << tb << " rel err " << e);
+      CHECK(e < 0.02);
+    }
+}
+
+TEST_CASE("SimA's int8 core against float32, both product orders") {
+  const Tensor q = randn_leaf({2, 3, 65, 32}, 9, false), k = randn_leaf({2, 3, 65, 32}, 10, false);
+  const Tensor v = randn_leaf({2, 3, 65, 32}, 11, false);
+  for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst}) {
+    const Tensor ref = sima_attention(q, k, v, SimaNorm::L1, order);
+    const double e = rel_err(sima_attention_int8(q, k, v, SimaNorm::L1, order, 1e-12f), ref);
+    MESSAGE("SimA int8 core, order " << (order == SimaOrder::QkFirst ? "qk_first" : "kv_first") << ": rel err " << e);
+    CHECK(e < 0.03);
+  }
+}
+
+TEST_CASE("Linear with lowp: float32 bit for bit when a gradient is asked for") {
+  Linear lin(24, 16);
+  const Tensor x = randn_leaf({5, 24}, 12, false);
+  const Tensor y32 = lin.forward(x);
+  lin.lowp = std::make_shared<const LowpLinear>(Precision::Int8, lin.weight, lin.bias);
+  CHECK(max_abs_diff(lin.forward(x), y32) == 0.f);  // weight requires grad, grad mode on
+  NoGradGuard ng;
+  const Tensor y8 = lin.forward(x);
+  CHECK(max_abs_diff(y8, y32) > 0.f);
+  CHECK(rel_err(y8, y32) < 0.03);
+}
+
+TEST_CASE("precision names and stored int8 weights are checked") {
+  CHECK(parse_precision("int8", "--precision") == Precision::Int8);
+  CHECK(error_message([] { parse_precision("fp16", "--precision"); }) ==
+        "--precision: precision must be one of fp32, bf16, int8 (got 'fp16')");
+  const Tensor none;
+  CHECK(error_message([&] { LowpLinear({1, 2, 3, 4}, {1.f, -1.f}, 2, 2, none); }).find("scale[1] = -1") !=
+        std::string::npos);
+  CHECK(error_message([&] { LowpLinear({1, 2, 3, 4}, {1.f, NAN}, 2, 2, none); }).find("scale[1] = nan") !=
+        std::string::npos);
+  CHECK(error_message([&] { LowpLinear({1, 2, -128, 4}, {1.f, 1.f}, 2, 2, none); }).find("outside [-127, 127]") !=
+        std::string::npos);
+  CHECK(error_message([&] { LowpLinear({1, 2, 3}, {1.f, 1.f}, 2, 2, none); }).find("3 values and 2 scales") !=
+        std::string::npos);
+  CHECK(error_message([&] { LowpLinear(Precision::F32, randn_leaf({2, 2}, 1, false), none); }).find("fp32") !=
+        std::string::npos);
+}
