@@ -270,7 +270,10 @@ TEST_CASE("render_curves: no rows / no CSV / no plottable columns are reasons, n
   CHECK(render_curves(t.file("missing.csv"), png) == "no curves: cannot read " + t.file("missing.csv"));
   write_text(t.file("other.csv"), "epoch,lr\n0,0.1\n");
   CHECK(render_curves(t.file("other.csv"), png) ==
-        "no curves: " + t.file("other.csv") + " has no values of train_loss, test_loss, test_top1 or test_top5");
+        "no curves: " + t.file("other.csv") + " has no values of train_loss, test_ or val_ loss, top1 or top5");
+  // A validation run's columns (data.validation) are curves too: not "no values".
+  write_text(t.file("val.csv"), "epoch,val_top1\n1,80.5\n2,85.25\n");
+  CHECK(render_curves(t.file("val.csv"), t.file("val.png")).find("has no values") == std::string::npos);
   write_text(t.file("noepoch.csv"), "train_loss\n1.0\n");
   CHECK(render_curves(t.file("noepoch.csv"), png) == "no curves: " + t.file("noepoch.csv") + " has no epoch column");
   CHECK_FALSE(fs::exists(png));
