@@ -1,11 +1,12 @@
 // sima-bench: speed of attention blocks and whole models (train/bench/benchmark.h).
 //
 //   sima-bench attention [--n N] [--dim D] [--heads H] [--batch B] [--variants all|a,b,..]
-//                        [--order LIST] [--preset table3|fig1_tokens|fig1_dim] [--reps K] [--json]
+//                        [--order LIST] [--preset table3|table3_head|fig1_tokens|fig1_dim] [--reps K] [--json]
 //   sima-bench model --model NAME|JSON [--batch B] [--img S] [--reps K] [--json]
 //
-// --preset runs the SimA paper's shapes (attention_preset in train/bench/benchmark.h): Table 3, and the
-// Figure 1 sweeps over resolution (tokens) and width, SimA in each pinned order and auto.
+// --preset runs the SimA paper's shapes (attention_preset in train/bench/benchmark.h): Table 3 with D
+// read as the token width (table3) or as the head width (table3_head), and the Figure 1 sweeps over
+// resolution (tokens) and width, SimA in each pinned order and auto.
 // Compare with PyTorch in the same session: /usr/bin/python3 tests/bench/deit_peer.py
 // (tests/bench/compare_pytorch.py runs both, alternating).
 #include <cstdio>
@@ -43,7 +44,7 @@ int run_attention(int argc, const char* const* argv) {
   cli.flag("variants", "LIST", "all, or a comma-separated list of: " + names, false, "all");
   cli.flag("order", "LIST", "SimA's product orders, comma-separated: auto | qk_first | kv_first", false, "auto");
   cli.flag("preset", "NAME",
-           "the paper's shapes: table3 | fig1_tokens | fig1_dim (overrides --n/--dim/--heads/--batch/--order)");
+           "the paper's shapes: table3 | table3_head | fig1_tokens | fig1_dim (overrides --n/--dim/--heads/--batch/--order)");
   cli.flag("reps", "K", "timed runs per measurement (median)", false, "7");
   cli.option("json", "one JSON object per line instead of the table");
   if (!cli.parse(argc, argv)) return cli.exit_code();

@@ -6,6 +6,7 @@ import os
 import statistics
 
 import report_protocol
+import report_speed
 import stats
 
 # The paper's figures, ImageNet top-1 unless said (SimA paper, Koohpayegani & Pirsiavash,
@@ -251,28 +252,7 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
         out.append("| %s | %s | %s | %s | %s |" % (what, knn, lp, wall, paper))
     out.append("")
 
-    out.append("## Claim 7: speed on this CPU\n")
-    for row, title in (("bench_table3", "Table 3 shapes (ms per attention block, batch 8)"),
-                       ("bench_fig1_tokens", "Figure 1, time against tokens N (DeiT-S width, d = 64)"),
-                       ("bench_fig1_dim", "Figure 1, time against head width d (N = 197, 8 heads)")):
-        recs = t.records[row]
-        out.append("### %s\n" % title)
-        if not recs or "bench" not in recs[0]:
-            out.append("not run\n")
-            continue
-        r = recs[0]
-        out.append("`%s` (%s, load %.1f)\n" % (r["command"], r["date"], r.get("load_before", 0)))
-        out.append("| N | C | heads | variant | order | forward ms | fwd+bwd ms | exp() calls | GEMM GFLOP |")
-        out.append("|---|---|---|---|---|---|---|---|---|")
-        for b in r["bench"]:
-            if "error" in b:
-                out.append("| %d | %d | %d | %s | %s | error: %s |||| " % (
-                    b["tokens"], b["dim"], b["heads"], b["variant"], b.get("order", ""), b["error"].replace("|", "/")))
-                continue
-            out.append("| %d | %d | %d | %s | %s | %.2f | %.2f | %d | %.3f |" % (
-                b["tokens"], b["dim"], b["heads"], b["variant"], b.get("order", ""), b["forward_ms"], b["train_ms"],
-                b["exp_calls"], b["gemm_gflop"]))
-        out.append("")
+    report_speed.speed_section(t.records, out)
 
     out.append("## Training curves (seed 0)\n")
     for row in t.rows:

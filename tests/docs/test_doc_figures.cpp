@@ -158,14 +158,14 @@ TEST_CASE("attention.md §4: the exp() and GFLOP table is the Table 3 record, ro
     REQUIRE(c.size() >= 7);
     from_doc.insert(c[0] + "|" + c[1] + "|" + c[2] + "|" + c[3] + "|" + c[4] + "|" + c[5] + "|" + c[6]);
   }
-  CHECK(from_record.size() == 16);
+  CHECK(from_record.size() == 24);  // 2 shapes x (11 variants + SimA in a second order)
   CHECK(from_doc == from_record);
 }
 
 TEST_CASE("attention.md §5: the GFLOP figures are in the bench records or counted here") {
   const std::string md = read_text(kRoot / "docs" / "attention.md");
   std::set<std::string> recorded;
-  for (const char* run : {"bench_table3", "bench_fig1_tokens", "bench_fig1_dim"}) {
+  for (const char* run : {"bench_table3", "bench_table3_head", "bench_fig1_tokens", "bench_fig1_dim"}) {
     const json rec = json::parse(read_text(kRoot / "results" / "runs" / run / "s0.json"));
     for (const json& r : rec.at("bench")) recorded.insert(gflop4(r.at("gemm_gflop").get<double>()));
   }

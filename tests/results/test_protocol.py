@@ -75,6 +75,26 @@ with tempfile.TemporaryDirectory() as d:
         if kind in ("train", "torch"):
             check(sweep.sweep_row_of(row) in sweep.SWEEPS, "%s has no sweep" % row)
 
+# Speed rows over several rounds: each row's times are the medians over the rounds, and the ratios
+# of claim 7 are read from those medians, like-for-like (qk_first) and auto apart.
+import report_speed  # noqa: E402
+def bench_row(variant, order, fwd, train):
+    b = {"variant": variant, "tokens": 64, "dim": 256, "heads": 8, "forward_ms": fwd, "train_ms": train,
+         "exp_calls": 0, "gemm_gflop": 0.3}
+    if order:
+        b["order"] = order
+    return b
+rounds = [[bench_row("softmax", "", 4.0, 10.0), bench_row("sima", "qk_first", 2.0, 9.0), bench_row("sima", "auto", 1.0, 5.0)],
+          [bench_row("softmax", "", 6.0, 30.0), bench_row("sima", "qk_first", 3.0, 6.0), bench_row("sima", "auto", 9.0, 5.0)],
+          [bench_row("softmax", "", 5.0, 11.0), bench_row("sima", "qk_first", 2.5, 7.0), bench_row("sima", "auto", 2.0, 4.0)]]
+med = reproduce.median_rows(rounds)
+check([(b["forward_ms"], b["train_ms"]) for b in med] == [(5.0, 11.0), (2.5, 7.0), (2.0, 5.0)], "medians: %r" % med)
+check(rounds[0][0]["forward_ms"] == 4.0, "median_rows changed its input")
+ratios = report_speed.table3_ratios({"bench_table3": [{"bench": med}]})
+check([(r[4], r[5], round(r[6], 4)) for r in ratios] == [("qk_first", 2.0, round(11 / 7, 4)), ("auto", 2.5, 2.2)],
+      "ratios: %r" % ratios)
+check("different rows" in refused(lambda: reproduce.median_rows([rounds[0], rounds[1][::-1]])), "mismatched rounds")
+
 if fails:
     print("test_protocol.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
     sys.exit(1)

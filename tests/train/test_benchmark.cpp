@@ -88,7 +88,7 @@ TEST_CASE("bench: bad attention shapes and variants are errors") {
           bench_attention(c);
         }) == "attention bench: order 'backwards' is not one of: auto, qk_first, kv_first");
   CHECK(error_message([] { attention_preset("table4", {}); }) ==
-        "attention bench: preset 'table4' is not one of: table3, fig1_tokens, fig1_dim");
+        "attention bench: preset 'table4' is not one of: table3, table3_head, fig1_tokens, fig1_dim");
 }
 
 TEST_CASE("bench: SimA runs once per order, each doing its own products") {
@@ -115,12 +115,16 @@ TEST_CASE("bench: the paper's presets") {
   AttentionBenchConfig base;
   base.variants = {"sima"};
   auto t3 = attention_preset("table3", base);
-  REQUIRE(t3.size() == 2);
-  CHECK((t3[0].batch == 8 && t3[0].tokens == 256 && t3[0].dim == 512 && t3[0].heads == 8));
-  CHECK((t3[1].tokens == 64 && t3[1].dim == 256 && t3[1].heads == 8));
-  CHECK(t3[0].orders == std::vector<std::string>{"qk_first", "auto"});
-  CHECK(t3[1].orders == std::vector<std::string>{"kv_first", "auto"});
+  REQUIRE(t3.size() == 2);  // D = the token width (C), as the paper's section 2.1 defines it
+  CHECK((t3[0].batch == 8 && t3[0].tokens == 256 && t3[0].dim == 64 && t3[0].heads == 8));
+  CHECK((t3[1].batch == 8 && t3[1].tokens == 64 && t3[1].dim == 256 && t3[1].heads == 8));
+  for (auto& c : t3) CHECK(c.orders == std::vector<std::string>{"qk_first", "auto"});  // like-for-like, then auto
   CHECK(t3[0].variants == base.variants);
+  auto t3h = attention_preset("table3_head", base);
+  REQUIRE(t3h.size() == 2);  // D = the head width: C = D * 8
+  CHECK((t3h[0].batch == 8 && t3h[0].tokens == 256 && t3h[0].dim == 512 && t3h[0].heads == 8));
+  CHECK((t3h[1].batch == 8 && t3h[1].tokens == 64 && t3h[1].dim == 2048 && t3h[1].heads == 8));
+  for (auto& c : t3h) CHECK(c.orders == std::vector<std::string>{"qk_first", "auto"});
   auto tokens = attention_preset("fig1_tokens", base);
   REQUIRE(tokens.size() == 5);
   CHECK(tokens[0].tokens == 197);  // 224 / 16 = 14, 14² + cls
