@@ -148,6 +148,11 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
     out.append("Budget so far: %.1f CPU-hours (%d sweep runs %.1f, %d final runs and speed rows %.1f), against the"
                " study's limit of 40 CPU-hours on this 2-core machine.\n" % ((cpu + scpu) / 3600, len(sweeps),
                                                                          scpu / 3600, n, cpu / 3600))
+    pcpu, counted, left = report_protocol.projected_cpu(runs or os.path.join(root, "results", "runs"), t.rows)
+    if counted:
+        out.append("Projected CPU of the final supervised rows (%d rows, every seed; from the sweeps' CPU per epoch at"
+                   " the chosen epochs, or where a sweep has not converged at its latest point, a lower bound): %.1f"
+                   " CPU-hours. Not yet projected: %s.\n" % (len(counted), pcpu / 3600, ", ".join(left)))
     out.append("%d runs recorded: %.1f hours of wall time and %.1f CPU-hours in all (training runs went one or two at a"
                " time, one thread each, and each record keeps the load average when it started; the speed rows"
                " alone at two threads).\n" % (n, total / 3600, cpu / 3600))

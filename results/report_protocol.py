@@ -117,3 +117,38 @@ def pre_protocol_section(runs, out):
         cpu = statistics.mean(r.get("cpu_s", 0) for r in recs)
         out.append("| %s | %d | %s | %s |" % (row, len(recs), cell, fmt_hours(cpu)))
     out.append("")
+
+
+def pre_protocol_cpu(runs, row):
+    """Mean CPU seconds of a row's pre-protocol runs (all the same 5 epochs), or None."""
+    d = os.path.join(runs, "pre_protocol", row)
+    if not os.path.isdir(d):
+        return None
+    cpus = []
+    for f in sorted(os.listdir(d)):
+        with open(os.path.join(d, f)) as fh:
+            cpus.append(json.load(fh).get("cpu_s", 0))
+    return statistics.mean(cpus) if cpus else None
+
+
+def projected_cpu(runs, rows):
+    """(CPU seconds, [rows counted], [rows left out]) the final supervised rows would take, from each
+    architecture's latest sweep point: its CPU per epoch, scaled to 60 000 images from the 50 000 it
+    trained on, times the chosen epochs (or, before convergence, that point's epochs: a lower bound),
+    times the row's seeds; a row other than the sweep's own is scaled by its pre-protocol CPU relative
+    to the sweep row's. Rows of another kind (DINO, the PyTorch twin, speed) are left out."""
+    total, counted, left = 0.0, [], []
+    for row, (_, _, kind, seeds) in rows.items():
+        srow = sweep.sweep_row_of(row)
+        ok = [(e, r) for e, r in sweep.status(runs, srow)[2] if sweep.final_top1(r) is not None] if srow else []
+        if kind != "train" or not ok:
+            left.append(row)
+            continue
+        chosen = sweep.status(runs, srow)[0]
+        e, rec = ok[-1]
+        per_epoch = rec["cpu_s"] / e * 60000 / (60000 - sweep.VALIDATION)
+        a, b = pre_protocol_cpu(runs, row), pre_protocol_cpu(runs, srow)
+        scale = a / b if a and b else 1.0
+        total += per_epoch * scale * (chosen or e) * seeds
+        counted.append(row)
+    return total, counted, left

@@ -75,6 +75,20 @@ with tempfile.TemporaryDirectory() as d:
         if kind in ("train", "torch"):
             check(sweep.sweep_row_of(row) in sweep.SWEEPS, "%s has no sweep" % row)
 
+# The projected CPU of the final rows: the sweep's CPU per epoch scaled to 60 000 images, times its
+# epochs (a lower bound before convergence) and the seeds; other rows scaled by their pre-protocol CPU.
+import report_protocol  # noqa: E402
+with tempfile.TemporaryDirectory() as d:
+    rec = {"exit_code": 0, "cpu_s": 2500.0, "epochs": [{"epoch": i + 1, "val_top1": 80.0 + i} for i in range(25)]}
+    reproduce.write_json(sweep.record_path(d, "cvt_sima", 25), rec)
+    for row, cpu in (("cvt_sima", 500.0), ("cvt_softmax", 1000.0)):
+        reproduce.write_json(os.path.join(d, "pre_protocol", row, "s0.json"), {"cpu_s": cpu})
+    rows = {"cvt_sima": ("cvt_sima", [1], "train", 3), "cvt_softmax": ("cvt_softmax", [1], "train", 3),
+            "dino_xcit_sima": ("dino_xcit_sima", [6], "dino", 1), "deit_sima": ("deit_sima", [1], "train", 3)}
+    total, counted, left = report_protocol.projected_cpu(d, rows)
+    check(abs(total - (120 * 25 * 3 + 240 * 25 * 3)) < 1e-6, "projected CPU %r" % total)
+    check(counted == ["cvt_sima", "cvt_softmax"] and left == ["dino_xcit_sima", "deit_sima"], "%r %r" % (counted, left))
+
 # Speed rows over several rounds: each row's times are the medians over the rounds, and the ratios
 # of claim 7 are read from those medians, like-for-like (qk_first) and auto apart.
 import report_speed  # noqa: E402
