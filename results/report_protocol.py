@@ -131,6 +131,15 @@ def pre_protocol_cpu(runs, row):
     return statistics.mean(cpus) if cpus else None
 
 
+def cpu_per_epoch(rec):
+    """A sweep point's CPU seconds per epoch: over the sittings that say how many epochs they ran, else
+    over all its epochs (low when a killed sitting's CPU went unrecorded)."""
+    known = [s for s in rec.get("sittings", []) if s.get("epochs_run")]
+    if known:
+        return sum(s["cpu_s"] for s in known) / sum(s["epochs_run"] for s in known)
+    return rec["cpu_s"] / len(rec["epochs"])
+
+
 def projected_cpu(runs, rows):
     """(CPU seconds, [rows counted], [rows left out]) the final supervised rows would take, from each
     architecture's latest sweep point: its CPU per epoch, scaled to 60 000 images from the 50 000 it
@@ -146,7 +155,7 @@ def projected_cpu(runs, rows):
             continue
         chosen = sweep.status(runs, srow)[0]
         e, rec = ok[-1]
-        per_epoch = rec["cpu_s"] / e * 60000 / (60000 - sweep.VALIDATION)
+        per_epoch = cpu_per_epoch(rec) * 60000 / (60000 - sweep.VALIDATION)
         a, b = pre_protocol_cpu(runs, row), pre_protocol_cpu(runs, srow)
         scale = a / b if a and b else 1.0
         total += per_epoch * scale * (chosen or e) * seeds

@@ -371,11 +371,12 @@ def run_sweep_point(row, epochs, threads):
         shutil.rmtree(out)  # cut off before its first save: start over
     os.makedirs(os.path.dirname(out), exist_ok=True)
     argv = sweep.argv_for(BIN, ROOT, row, epochs, out, resume, SMOKE)
-    load_before = os.getloadavg()[0]
+    load_before, epochs_before = os.getloadavg()[0], len(epoch_records(out))
     code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"))
-    spent_path = out + ".spent.json"  # the sittings so far: [{"wall_s", "cpu_s"}...]
+    spent_path = out + ".spent.json"  # the sittings so far: [{"wall_s", "cpu_s", "epochs_run"}...]
     spent = json.load(open(spent_path)) if os.path.exists(spent_path) else []
-    spent.append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "resumed": resume, "load_before": load_before})
+    spent.append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "resumed": resume, "load_before": load_before,
+                  "epochs_run": len(epoch_records(out)) - epochs_before})
     write_json(spent_path, spent)
     epochs_done = sweep.epoch_rows(epoch_records(out))
     rec = {"row": row, "epochs_planned": epochs, "seed": sweep.SWEEP_SEED, "split": "validation",

@@ -87,6 +87,11 @@ with tempfile.TemporaryDirectory() as d:
             "dino_xcit_sima": ("dino_xcit_sima", [6], "dino", 1), "deit_sima": ("deit_sima", [1], "train", 3)}
     total, counted, left = report_protocol.projected_cpu(d, rows)
     check(abs(total - (120 * 25 * 3 + 240 * 25 * 3)) < 1e-6, "projected CPU %r" % total)
+    # A killed first sitting left no CPU; the sitting that finished ran 10 epochs for 1500 s: 150 s each.
+    rec["sittings"] = [{"cpu_s": 2500.0, "resumed": True, "epochs_run": 10}]
+    rec["cpu_s"] = 1500.0
+    rec["sittings"][0]["cpu_s"] = 1500.0
+    check(report_protocol.cpu_per_epoch(rec) == 150.0, "CPU per epoch over known sittings")
     check(counted == ["cvt_sima", "cvt_softmax"] and left == ["dino_xcit_sima", "deit_sima"], "%r %r" % (counted, left))
 
 # Speed rows over several rounds: each row's times are the medians over the rounds, and the ratios
