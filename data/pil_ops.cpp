@@ -9,11 +9,7 @@
 // Pillow's C code is compiled without fused multiply-adds; contracting a·b + c into one
 // rounding (as -march=native allows) moves a truncated value by 1 now and then (3 of 663 in a
 // bilinear translation). Off here, so the results match Pillow's exactly.
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "core/fp_contract_off.h"
 
 namespace sima::pil {
 

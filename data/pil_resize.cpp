@@ -10,11 +10,7 @@
 
 // Pillow is compiled without fused multiply-adds: the filter weights below must round as its
 // double arithmetic does (see pil_ops.cpp).
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "core/fp_contract_off.h"
 
 namespace sima::pil {
 

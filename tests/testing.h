@@ -83,6 +83,19 @@ inline float rel_error(const Tensor& got, const Tensor& expected) {
   return max_abs_diff(got, expected) / std::fmax(scale, 1e-30f);
 }
 
+// ‖got − expected‖₂ / ‖expected‖₂ over all elements, in double: the error of a whole tensor
+// (a reduced-precision result against float32).
+inline double rel_l2_error(const Tensor& got, const Tensor& expected) {
+  REQUIRE(got.shape() == expected.shape());
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    const double d = double(got.data()[i]) - expected.data()[i];
+    num += d * d;
+    den += double(expected.data()[i]) * expected.data()[i];
+  }
+  return std::sqrt(num / den);
+}
+
 inline bool all_finite(const Tensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i)
     if (!std::isfinite(t.data()[i])) return false;

@@ -3,21 +3,11 @@
 #include <set>
 
 #include "data/multicrop.h"
+#include "data/random_image.h"
 #include "testing.h"
 
 using namespace sima;
 using namespace sima::testing;
-
-namespace {
-
-Image random_image(int64_t c, int64_t h, int64_t w, uint64_t seed) {
-  Generator g(seed);
-  Image img(c, h, w);
-  g.fill_uniform(img.data.data(), img.numel());
-  return img;
-}
-
-}  // namespace
 
 TEST_CASE("scaled blur kernel: 23 at 224, odd, at least 3, below twice the size") {
   CHECK(scaled_blur_kernel(224) == 23);

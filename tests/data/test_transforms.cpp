@@ -7,6 +7,7 @@
 
 #include "core/ops/interpolate.h"
 #include "data/functional.h"
+#include "data/random_image.h"
 #include "data/transforms.h"
 #include "testing.h"
 
@@ -21,13 +22,6 @@ Image make_image(int64_t c, int64_t h, int64_t w, std::vector<float> values) {
   Image img(c, h, w);
   REQUIRE(values.size() == img.data.size());
   img.data = std::move(values);
-  return img;
-}
-
-Image random_image(int64_t c, int64_t h, int64_t w, uint64_t seed) {
-  Generator g(seed);
-  Image img(c, h, w);
-  g.fill_uniform(img.data.data(), img.numel());
   return img;
 }
 

@@ -21,19 +21,10 @@
 
 using namespace sima;
 using sima::testing::error_message;
+using sima::testing::rel_l2_error;
 using sima::testing::TempDir;
 
 namespace {
-
-double rel_err(const Tensor& a, const Tensor& b) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    const double d = double(a.data()[i]) - b.data()[i];
-    num += d * d;
-    den += double(b.data()[i]) * b.data()[i];
-  }
-  return std::sqrt(num / den);
-}
 
 bool bit_equal(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape()) return false;
@@ -82,11 +73,11 @@ TEST_CASE("every precision on tiny DeiT / XCiT / CvT, SimA and softmax: logits a
     auto m = spread_model(j);
     const Tensor y32 = logits(*m, x);
     CHECK(set_inference_precision(*m, Precision::Int8).empty());
-    const double e8 = rel_err(logits(*m, x), y32);
+    const double e8 = rel_l2_error(logits(*m, x), y32);
     set_inference_precision(*m, Precision::Int8, /*int8_attention=*/true);  // SimA's core too
-    const double e8a = rel_err(logits(*m, x), y32);
+    const double e8a = rel_l2_error(logits(*m, x), y32);
     set_inference_precision(*m, Precision::BF16);
-    const double e16 = rel_err(logits(*m, x), y32);
+    const double e16 = rel_l2_error(logits(*m, x), y32);
     set_inference_precision(*m, Precision::F32);
     MESSAGE(j["name"].get<std::string>() << ": int8 rel err " << e8 << " (with the SimA core in int8: " << e8a
                                           << "), bf16 rel err " << e16);
@@ -112,7 +103,7 @@ TEST_CASE("a quantized checkpoint: same int8 logits after a round trip, float32 
     auto back = load_checkpoint(path);
     back->eval();
     const Tensor back32 = logits(*back, x);  // loaded: float32, with the dequantized weights W_q s
-    CHECK(rel_err(back32, y32) < 0.03);
+    CHECK(rel_l2_error(back32, y32) < 0.03);
     set_inference_precision(*back, Precision::Int8);  // the stored integers
     CHECK(bit_equal(logits(*back, x), y8));
     set_inference_precision(*back, Precision::F32);

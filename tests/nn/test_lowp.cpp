@@ -20,19 +20,9 @@ using namespace sima;
 using sima::testing::error_message;
 using sima::testing::max_abs_diff;
 using sima::testing::randn_leaf;
+using sima::testing::rel_l2_error;
 
 namespace {
-
-// ‖a − b‖ / ‖b‖ over all elements
-double rel_err(const Tensor& a, const Tensor& b) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    const double d = double(a.data()[i]) - b.data()[i];
-    num += d * d;
-    den += double(b.data()[i]) * b.data()[i];
-  }
-  return std::sqrt(num / den);
-}
 
 // y[m,n] = s_x[m] s_w[n] Σ_k x_q w_q + b[n], with the quantization of quantize.h, in double.
 Tensor int8_reference(const Tensor& x, const Tensor& w, const Tensor& b) {
@@ -65,7 +55,7 @@ TEST_CASE("int8 LowpLinear: exact int32 sums, per-channel and per-row scales, bi
   const Tensor b = randn_leaf({576}, 3, false);
   const Tensor y = LowpLinear(Precision::Int8, w, b).forward(x), ref = int8_reference(x, w, b);
   CHECK(max_abs_diff(y, ref) <= 1e-4f * 40);  // float rounding of the dequantisation only
-  CHECK(rel_err(y, ref) < 1e-6);
+  CHECK(rel_l2_error(y, ref) < 1e-6);
 }
 
 TEST_CASE("int8 and bf16 LowpLinear against float32: relative error within the bounds") {
@@ -73,8 +63,8 @@ TEST_CASE("int8 and bf16 LowpLinear against float32: relative error within the b
   const Tensor b = randn_leaf({96}, 6, false);
   const Tensor y32 = linear(x, w, b);
   // int8: per-element input step s_x/2 with s_x = max|x|/Q; Gaussian rows: about 1% at Q = 63
-  const double e8 = rel_err(LowpLinear(Precision::Int8, w, b).forward(x), y32);
-  const double e16 = rel_err(LowpLinear(Precision::BF16, w, b).forward(x), y32);
+  const double e8 = rel_l2_error(LowpLinear(Precision::Int8, w, b).forward(x), y32);
+  const double e16 = rel_l2_error(LowpLinear(Precision::BF16, w, b).forward(x), y32);
   MESSAGE("int8 rel err " << e8 << " (Q = " << int8_input_range() << "), bf16 rel err " << e16);
   CHECK(e8 < 0.02);
   CHECK(e16 < 0.005);  // 8 mantissa bits: 2^-9 per operand
@@ -91,7 +81,7 @@ TEST_CASE("int8_bmm: both transposes against float32 matmul") {
       const Tensor B = randn_leaf(tb ? Shape{P, n, k} : Shape{P, k, n}, 8, false);
       Tensor C = empty({P, m, n});
       int8_bmm(P, ta, tb, m, n, k, A.data(), B.data(), C.data());
-      const double e = rel_err(C, matmul(A, B, ta, tb));
+      const double e = rel_l2_error(C, matmul(A, B, ta, tb));
       INFO("ta " << ta << " tb " << tb << " rel err " << e);
       CHECK(e < 0.02);
     }
@@ -102,7 +92,7 @@ TEST_CASE("SimA's int8 core against float32, both product orders") {
   const Tensor v = randn_leaf({2, 3, 65, 32}, 11, false);
   for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst}) {
     const Tensor ref = sima_attention(q, k, v, SimaNorm::L1, order);
-    const double e = rel_err(sima_attention_int8(q, k, v, SimaNorm::L1, order, 1e-12f), ref);
+    const double e = rel_l2_error(sima_attention_int8(q, k, v, SimaNorm::L1, order, 1e-12f), ref);
     MESSAGE("SimA int8 core, order " << (order == SimaOrder::QkFirst ? "qk_first" : "kv_first") << ": rel err " << e);
     CHECK(e < 0.03);
   }
@@ -117,7 +107,7 @@ TEST_CASE("Linear with lowp: float32 bit for bit when a gradient is asked for") 
   NoGradGuard ng;
   const Tensor y8 = lin.forward(x);
   CHECK(max_abs_diff(y8, y32) > 0.f);
-  CHECK(rel_err(y8, y32) < 0.03);
+  CHECK(rel_l2_error(y8, y32) < 0.03);
 }
 
 TEST_CASE("precision names and stored int8 weights are checked") {

@@ -7,6 +7,7 @@
 
 #include "data/functional.h"
 #include "data/pil_resize.h"
+#include "data/random_image.h"
 #include "testing.h"
 #include "train/config/transforms_factory.h"
 
@@ -34,13 +35,6 @@ ModelConfig rgb28() {
   c.mean = {0.5f, 0.4f, 0.3f};
   c.std = {0.2f, 0.25f, 0.5f};
   return c;
-}
-
-Image random_image(int64_t c, int64_t h, int64_t w, uint64_t seed) {
-  Generator g(seed);
-  Image img(c, h, w);
-  g.fill_uniform(img.data.data(), img.numel());
-  return img;
 }
 
 // (x − mean) / std per channel, written out.

@@ -11,11 +11,7 @@
 
 // d·e + (1 − d)·p is two rounded products and a rounded sum in PyTorch (timm and DINO
 // alike); a fused multiply-add would round once less.
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "core/fp_contract_off.h"
 
 namespace sima {
 

@@ -19,11 +19,8 @@
 #include "core/parallel.h"
 #include "models/finite_check.h"
 
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+// Only the fused multiply-adds PyTorch does (std::fma below): the compiler must form no others.
+#include "core/fp_contract_off.h"
 
 namespace sima {
 
