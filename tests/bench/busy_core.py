@@ -19,7 +19,8 @@ SETTLE_S = 0.2  # let the spinner reach its loop before the measured run starts
 
 def start(settle_s=SETTLE_S):
     """Starts the spinning process and returns its Popen; it runs until stop()."""
-    p = subprocess.Popen([sys.executable, "-c", SPIN], stdin=subprocess.DEVNULL)
+    p = subprocess.Popen([sys.executable, "-c", SPIN], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
     time.sleep(settle_s)
     return p
 
