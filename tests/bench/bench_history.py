@@ -94,9 +94,12 @@ def page(records, records_dir):
         "```",
         "",
     ]
+    tail = ["## What to read next", "",
+            "[performance.md](performance.md) for why these figures swing on a shared machine, and",
+            "[precision.md](precision.md) for the int8 and bf16 inference behind the last column.", ""]
     if not records:
-        return "\n".join(head + [f"No records yet: `{records_dir}/` holds no `*.json` record.", ""])
-    return "\n".join(head + [f"{len(records)} record(s).", ""] + tables(records))
+        return "\n".join(head + [f"No records yet: `{records_dir}/` holds no `*.json` record.", ""] + tail)
+    return "\n".join(head + [f"{len(records)} record(s).", ""] + tables(records) + tail)
 
 
 def main():

@@ -29,11 +29,25 @@ fp32). Every case also runs the peer a second time with --int8: PyTorch's dynami
 (torch.ao.quantization.quantize_dynamic of every nn.Linear, the onednn engine when present, else
 fbgemm), the second table compares our inference with it. --json FILE keeps every raw run.
 
+--busy-core runs a spinning process (busy_core.py: `python3 -c 'while True: pass'`) during every
+run of both sides, started before and killed and reaped after each one, so ours and the peer meet the
+same contention; the table headers and --json say which mode ran. --csv FILE writes the tables' rows
+(one per case and attention, bench_record.CSV_COLUMNS). --record DIR writes one JSON record of this
+invocation (commit, date, CPU model and ISA flags, threads, precision, busy core, rounds, load
+averages, every median and ratio; bench_record.py) to DIR/<UTC date-time>.json, through a temporary
+file and a rename; bench_history.py turns the records of results/bench_history/ into
+docs/bench_history.md.
+
 Needs Debian's python3-torch for the peers (run them with /usr/bin/python3, --python to change).
 The check run (about a minute at 2 threads on an idle 2-core machine):
   python3 tests/bench/compare_pytorch.py --rounds 1 --cases quickstart_cvt --reps 3 --steps 5
 The full comparison (deit_tiny takes several minutes per round):
   python3 tests/bench/compare_pytorch.py --threads 2 --rounds 3 --json /tmp/compare.json
+The same with one core taken by a spinner, as CSV:
+  python3 tests/bench/compare_pytorch.py --threads 2 --rounds 3 --busy-core --csv /tmp/compare_busy.csv
+A record for the bench history, then the page:
+  python3 tests/bench/compare_pytorch.py --threads 2 --rounds 3 --record results/bench_history
+  python3 tests/bench/bench_history.py
 """
 import argparse, csv, json, os, shlex, statistics, subprocess, sys, time
 

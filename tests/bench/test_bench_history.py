@@ -139,10 +139,21 @@ def test_spinner():
             x.wait()
 
 
+def test_page_up_to_date(d):
+    """docs/bench_history.md is what the generator writes from the records in results/bench_history/."""
+    out = os.path.join(d, "page.md")
+    p = run("--out", out)
+    with open(out) as f, open(os.path.join(bench_history.ROOT, "docs", "bench_history.md")) as g:
+        same = f.read() == g.read()
+    check(p.returncode == 0 and same, "docs/bench_history.md is stale: run python3 tests/bench/bench_history.py "
+          + p.stderr)
+
+
 with tempfile.TemporaryDirectory() as d:
     recs, out, good = test_history(d)
     test_malformed(recs, out, good)
     test_csv(d)
+    test_page_up_to_date(d)
 test_spinner()
 
 for f in fails:
