@@ -21,6 +21,8 @@ spread over the modes. The table has the medians over the rounds; the load avera
 """
 import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
 
+from busy_core import busy_core
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MODES = {"spin": {"GOMP_SPINCOUNT": "300000"}, "passive": {"OMP_WAIT_POLICY": "passive"},
          "app": {}, "t1": {}}
@@ -73,15 +75,9 @@ def measure(args, mode):
 
 
 def one(args, mode, busy):
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
-    try:
-        time.sleep(0.2 if busy else 0)
+    with busy_core(busy):  # busy_core.py: started before, killed and reaped after
         load = os.getloadavg()[0]
         r = measure(args, mode)
-    finally:
-        if spinner:
-            spinner.kill()
-            spinner.wait()
     r["load1"] = load
     return r
 
