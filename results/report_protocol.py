@@ -132,8 +132,12 @@ def pre_protocol_cpu(runs, row):
 
 
 def cpu_per_epoch(rec):
-    """A sweep point's CPU seconds per epoch: over the sittings that say how many epochs they ran, else
-    over all its epochs (low when a killed sitting's CPU went unrecorded)."""
+    """A sweep point's CPU seconds per epoch: the trainer's own epoch_cpu_seconds where its epochs
+    have them (they survive a killed sitting), else over the sittings that say how many epochs they
+    ran, else over all its epochs (low when a killed sitting's CPU went unrecorded)."""
+    cpus = [e["epoch_cpu_seconds"] for e in rec.get("epochs", []) if "epoch_cpu_seconds" in e]
+    if cpus:
+        return sum(cpus) / len(cpus)
     known = [s for s in rec.get("sittings", []) if s.get("epochs_run")]
     if known:
         return sum(s["cpu_s"] for s in known) / sum(s["epochs_run"] for s in known)

@@ -86,7 +86,7 @@ def argv_for(bin_dir, root, row, epochs, out, resume, extra=()):
 
 def epoch_rows(recs):
     """The per-epoch fields a sweep record keeps (validation only: the test set is never read)."""
-    keep = ("epoch", "val_top1", "val_top5", "val_loss", "train_loss", "epoch_seconds")
+    keep = ("epoch", "val_top1", "val_top5", "val_loss", "train_loss", "epoch_seconds", "epoch_cpu_seconds")
     return [{k: e[k] for k in keep if k in e} for e in recs]
 
 

@@ -92,6 +92,9 @@ with tempfile.TemporaryDirectory() as d:
     rec["cpu_s"] = 1500.0
     rec["sittings"][0]["cpu_s"] = 1500.0
     check(report_protocol.cpu_per_epoch(rec) == 150.0, "CPU per epoch over known sittings")
+    # The trainer's own per-epoch CPU, where the epochs carry it, comes first.
+    rec["epochs"][3]["epoch_cpu_seconds"], rec["epochs"][4]["epoch_cpu_seconds"] = 90.0, 110.0
+    check(report_protocol.cpu_per_epoch(rec) == 100.0, "CPU per epoch from the epochs' own figures")
     check(counted == ["cvt_sima", "cvt_softmax"] and left == ["dino_xcit_sima", "deit_sima"], "%r %r" % (counted, left))
 
 # Speed rows over several rounds: each row's times are the medians over the rounds, and the ratios

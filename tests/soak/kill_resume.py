@@ -8,7 +8,7 @@ whole process group at random moments and resuming with --resume each time, N ki
 (default 100 per job). When a run finishes before the N kills, it is compared and a new
 round starts in a fresh folder. Every finished round is compared byte for byte with the
 reference: every *.safetensors file (model, best, EMA, student, train_state) and
-metrics.jsonl without its timing fields (img_per_s, epoch_seconds, eval_img_per_s).
+metrics.jsonl without its timing fields (img_per_s, epoch_seconds, epoch_cpu_seconds, eval_img_per_s).
 Checkpoints are written after every step, so many kills land inside a save.
 
     tests/soak/kill_resume.py [--kills 100] [--bin build/bin] [--jobs dino,supervised]
@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-TIMING_KEYS = {"img_per_s", "epoch_seconds", "eval_img_per_s"}
+TIMING_KEYS = {"img_per_s", "epoch_seconds", "epoch_cpu_seconds", "eval_img_per_s"}
 
 MODEL = {"name": "deit_tiny_patch4_28_sima", "embed_dim": 32, "depth": 2, "num_heads": 2}
 

@@ -9,7 +9,7 @@
 # (a) best.safetensors) with both binaries, one OpenMP thread and data.num_workers = 1, then
 # (d) run (a) stopped by train.max_steps mid-epoch (a checkpoint_every save before it) and then
 # resumed to the end, and (e) the same for DINO; then
-# compares metrics.jsonl without its timing fields (img_per_s, epoch_seconds, eval_img_per_s)
+# compares metrics.jsonl without its timing fields (img_per_s, epoch_seconds, epoch_cpu_seconds, eval_img_per_s)
 # and the saved safetensors files byte for byte. Exits non-zero on the first difference.
 set -euo pipefail
 ref=$1
@@ -37,7 +37,7 @@ strip_timing() {
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    for k in ("img_per_s", "epoch_seconds", "eval_img_per_s"):
+    for k in ("img_per_s", "epoch_seconds", "epoch_cpu_seconds", "eval_img_per_s"):
         r.pop(k, None)
     print(json.dumps(r, sort_keys=True))' "$1"
 }

@@ -230,6 +230,9 @@ TEST_CASE("trainer: data.validation trains on the rest, evaluates the held-out i
     CHECK(rec.contains("val_top1"));
     CHECK(rec.contains("ema_val_top1"));
     CHECK(!rec.contains("test_top1"));
+    // The epoch's CPU seconds (training and evaluation), what the study's budget adds up.
+    REQUIRE(rec.contains("epoch_cpu_seconds"));
+    CHECK(rec["epoch_cpu_seconds"].get<double>() > 0.0);
   }
   CHECK(epochs == 1);
   // Without the split the same root fails, naming the missing test file.

@@ -1,6 +1,8 @@
 // The one training loop (see loop.h).
 #include "train/loop/loop.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cmath>
 
@@ -20,6 +22,13 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// User + system CPU seconds of the whole process so far (every thread: OpenMP's, the loaders').
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 }  // namespace
 
@@ -146,6 +155,7 @@ void TrainingLoop::after_step(Window& w, double loss, double gnorm, bool skipped
 
 bool TrainingLoop::run_epoch(LoopResult& result) {
   const auto t_epoch = Clock::now();
+  const double cpu0 = process_cpu_seconds();
   obj_.start_epoch(pos_.epoch, pos_.batch);
   Window w;
   while (!stop_ && obj_.next_batch()) {
@@ -159,12 +169,14 @@ bool TrainingLoop::run_epoch(LoopResult& result) {
     after_step(w, loss, gnorm, skipped, result);
   }
   if (pos_.batch < steps_per_epoch_) return false;  // stopped mid-epoch
-  finish_epoch(seconds_since(t_epoch), w.img_per_s);
+  finish_epoch(seconds_since(t_epoch), w.img_per_s, cpu0);
   return true;
 }
 
-// End of the epoch: the objective evaluates, the record, then the checkpoints.
-void TrainingLoop::finish_epoch(double epoch_seconds, double img_per_s) {
+// End of the epoch: the objective evaluates, the record, then the checkpoints. epoch_seconds is
+// the training's wall time; epoch_cpu_seconds the process's CPU time for training and evaluation
+// (what a study's budget counts: it does not depend on what else the machine runs).
+void TrainingLoop::finish_epoch(double epoch_seconds, double img_per_s, double cpu_at_start) {
   const ExperimentConfig& c = cfg_;
   const double train_loss = pos_.epoch_loss_count ? pos_.epoch_loss_sum / double(pos_.epoch_loss_count) : NAN;
   const double lr = optim_->param_groups()[0].lr;
@@ -174,6 +186,7 @@ void TrainingLoop::finish_epoch(double epoch_seconds, double img_per_s) {
   json record = {{"kind", "epoch"},   {"epoch", pos_.epoch + 1}, {"step", pos_.step},
                  {"train_loss", train_loss}, {"lr", lr},           {"epoch_seconds", epoch_seconds}};
   const bool best = obj_.end_epoch(pos_, record, train_loss, epoch_seconds);
+  record["epoch_cpu_seconds"] = process_cpu_seconds() - cpu_at_start;
   ++pos_.epoch;
   pos_.batch = 0;
   pos_.epoch_loss_sum = 0.0;

@@ -10,7 +10,7 @@
 //   objective.before_update → optimizer step (an update leaving a non-finite value is undone
 //   with on_nonfinite = skip, else stops) → objective.after_update (e.g. EMA).
 // A "step" record every train.log_every steps holds the window's mean loss; at an epoch's
-// end the objective evaluates, the "epoch" record is written, then the checkpoints and the
+// end the objective evaluates, the "epoch" record is written (with the epoch's wall and CPU seconds), then the checkpoints and the
 // train state last (a run killed between the two resumes from the previous state, and
 // MetricsLog::open drops the records past it).
 #pragma once
@@ -45,7 +45,7 @@ class TrainingLoop {
   void say(const std::string& line);
   bool run_epoch(LoopResult& result);  // false when stopped mid-epoch
   void after_step(Window& w, double loss, double gnorm, bool skipped, LoopResult& result);
-  void finish_epoch(double epoch_seconds, double img_per_s);
+  void finish_epoch(double epoch_seconds, double img_per_s, double cpu_at_start);
   double train_step(double& grad_norm_out, bool& skipped);
   void nonfinite(const std::string& what, bool& skipped);
   void save(bool epoch_end, bool best);
