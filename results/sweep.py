@@ -90,11 +90,6 @@ def epoch_rows(recs):
     return [{k: e[k] for k in keep if k in e} for e in recs]
 
 
-def time_to(rec, top1):
-    """Training seconds (the sum of epoch_seconds) until validation top-1 first reaches `top1`, or None."""
-    t = 0.0
-    for e in rec.get("epochs", []):
-        t += e.get("epoch_seconds", 0.0)
-        if e.get("val_top1", 0.0) >= top1:
-            return t
-    return None
+def epoch_reaching(rec, top1):
+    """The first epoch whose validation top-1 is at least `top1`, or None."""
+    return next((e["epoch"] for e in rec.get("epochs", []) if e.get("val_top1", 0.0) >= top1), None)
