@@ -247,7 +247,7 @@ TEST_CASE("XCiT: every attention variant runs forward + backward; a gradient rea
   // Adaptations: soft gets the token grid (Hp, Wp) from the blocks (here 4×4 >= sr = 2); the
   // class-attention layers take the form of the variant's traits.class_attention.
   const Tensor images = randn_leaf({2, 3, 32, 32}, 7, false);
-  for (const std::string variant : kVariants) {
+  for (const std::string& variant : kVariants) {
     CAPTURE(variant);
     XCiT m(tiny_config(variant));
     m.train();
