@@ -84,11 +84,10 @@ def sweep_section(runs, out):
     out.append("| sweep row | epochs | CPU per epoch | to 90 % | to 92 % |")
     out.append("|---|---|---|---|---|")
     for row in sweep.SWEEPS:
-        _, _, done = sweep.status(runs, row)
-        ok = [(e, r) for e, r in done if sweep.final_top1(r) is not None]
-        if not ok:
+        latest = sweep.latest_finished(runs, row)
+        if latest is None:
             continue
-        e, rec = ok[-1]
+        e, rec = latest
         per_epoch = cpu_per_epoch(rec)
         cells = []
         for target in (90.0, 92.0):
@@ -111,10 +110,7 @@ def pre_protocol_section(runs, out):
     out.append("| row | seeds | test top-1 after 5 epochs | CPU per run |")
     out.append("|---|---|---|---|")
     for row in sorted(os.listdir(base)):
-        recs = []
-        for f in sorted(os.listdir(os.path.join(base, row))):
-            with open(os.path.join(base, row, f)) as fh:
-                recs.append(json.load(fh))
+        recs = pre_protocol_records(runs, row)
         top = [r["top1"] for r in recs if "top1" in r]
         cell = ("%.2f ± %.2f" % (statistics.mean(top), statistics.stdev(top)) if len(top) > 1 else
                 "%.2f" % top[0] if top else "see its record")
@@ -123,15 +119,19 @@ def pre_protocol_section(runs, out):
     out.append("")
 
 
+def pre_protocol_records(runs, row):
+    """A row's records in results/runs/pre_protocol/<row>/, in file order ([] when there are none)."""
+    d = os.path.join(runs, "pre_protocol", row)
+    recs = []
+    for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        with open(os.path.join(d, f)) as fh:
+            recs.append(json.load(fh))
+    return recs
+
+
 def pre_protocol_cpu(runs, row):
     """Mean CPU seconds of a row's pre-protocol runs (all the same 5 epochs), or None."""
-    d = os.path.join(runs, "pre_protocol", row)
-    if not os.path.isdir(d):
-        return None
-    cpus = []
-    for f in sorted(os.listdir(d)):
-        with open(os.path.join(d, f)) as fh:
-            cpus.append(json.load(fh).get("cpu_s", 0))
+    cpus = [r.get("cpu_s", 0) for r in pre_protocol_records(runs, row)]
     return statistics.mean(cpus) if cpus else None
 
 
@@ -157,12 +157,12 @@ def projected_cpu(runs, rows):
     total, counted, left = 0.0, [], []
     for row, (_, _, kind, seeds) in rows.items():
         srow = sweep.sweep_row_of(row)
-        ok = [(e, r) for e, r in sweep.status(runs, srow)[2] if sweep.final_top1(r) is not None] if srow else []
-        if kind != "train" or not ok:
+        latest = sweep.latest_finished(runs, srow) if srow else None
+        if kind != "train" or latest is None:
             left.append(row)
             continue
         chosen = sweep.status(runs, srow)[0]
-        e, rec = ok[-1]
+        e, rec = latest
         per_epoch = cpu_per_epoch(rec) * 60000 / (60000 - sweep.VALIDATION)
         a, b = pre_protocol_cpu(runs, row), pre_protocol_cpu(runs, srow)
         scale = a / b if a and b else 1.0

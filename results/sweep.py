@@ -66,6 +66,12 @@ def status(runs, row):
     return None, nxt, done
 
 
+def latest_finished(runs, row):
+    """(epochs, record) of `row`'s longest sweep point that finished, or None."""
+    ok = [(e, r) for e, r in status(runs, row)[2] if final_top1(r) is not None]
+    return ok[-1] if ok else None
+
+
 def recorded_epochs(runs, row):
     """The epoch counts with a record for `row` (the planned ones and any other, e.g. a smoke check's)."""
     d, prefix = os.path.join(runs, "sweeps"), row + "_e"
