@@ -74,9 +74,9 @@ int run_attention(int argc, const char* const* argv) {
       for (auto& r : rows) std::cout << to_json(r, c).dump() << "\n";
       continue;
     }
-    std::printf("B=%lld N=%lld C=%lld heads=%lld d=%lld, %d threads (OpenMP waiting %s), ms (median of %d)\n",
+    std::printf("B=%lld N=%lld C=%lld heads=%lld d=%lld, %d threads (%s), ms (median of %d)\n",
                 (long long)c.batch, (long long)c.tokens, (long long)c.dim, (long long)c.heads,
-                (long long)(c.dim / c.heads), num_threads(), omp_wait_policy().c_str(), c.timing.reps);
+                (long long)(c.dim / c.heads), num_threads(), app_threading().c_str(), c.timing.reps);
     std::printf("%-11s %-9s %10s %10s %14s %11s\n", "variant", "order", "forward", "fwd+bwd", "exp() calls",
                 "GEMM GFLOP");
     for (auto& r : rows) {
@@ -117,9 +117,9 @@ int run_model(int argc, const char* const* argv) {
     std::cout << to_json(r).dump() << "\n";
     return 0;
   }
-  std::printf("%s: %lld parameters, batch %lld, %lldx%lld images, %d threads, OpenMP waiting %s\n", r.model.c_str(),
+  std::printf("%s: %lld parameters, batch %lld, %lldx%lld images, %d threads, %s\n", r.model.c_str(),
               (long long)r.parameters, (long long)r.batch, (long long)r.img_size, (long long)r.img_size, num_threads(),
-              omp_wait_policy().c_str());
+              app_threading().c_str());
   std::printf("  training step (fwd+bwd+AdamW)  %9.2f ms  %9.1f img/s  %7.2f GFLOP/s in GEMMs (%.0f%% of SGEMM peak %.1f)\n",
               r.train_step_ms, r.train_img_per_s, r.train_gflop_per_s,
               100.0 * r.train_gflop_per_s / r.sgemm_peak_gflop_per_s, r.sgemm_peak_gflop_per_s);
@@ -133,7 +133,7 @@ int run_model(int argc, const char* const* argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (core/omp_wait.h)
+  sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
   const std::string usage =
       "usage: sima-bench attention [flags]   one attention block per variant (--help for flags)\n"
       "       sima-bench model [flags]       a model's training step and inference (--help for flags)\n";

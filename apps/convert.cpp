@@ -64,7 +64,7 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (core/omp_wait.h)
+  sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
   Cli cli("sima-convert", "Converts a torch.save checkpoint (official SimA, timm DeiT/XCiT, Microsoft CvT) to safetensors, "
                           "or with --to one of ours back to a .pth.");
   cli.flag("in", "PATH", ".pth file written by torch.save (with --to: our model.safetensors)", /*required=*/true);

@@ -215,7 +215,7 @@ std::string flag_conflict(const Cli& cli) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (core/omp_wait.h)
+  sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
   Cli cli("sima-eval",
           "Evaluates a checkpoint on a dataset split, classifies images with it, or evaluates its frozen features "
           "(--knn, --linear-probe).");

@@ -55,7 +55,7 @@ std::string summary(const nlohmann::json& j) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (core/omp_wait.h)
+  sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
   Cli cli("sima-heatmap", "Q̂/K̂ norm saliency maps of an attention layer (SimA paper, Fig. 3), per image.");
   cli.flag("checkpoint", "PATH", "model.safetensors to explain", /*required=*/true);
   cli.repeated("image", "PATH", "images or folders of images (.png .jpg .jpeg .bmp); repeatable");

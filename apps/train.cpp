@@ -65,7 +65,7 @@ int report_end(const char* argv0, const RunEnd& e, const std::string& done) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sima::reexec_with_passive_omp_wait(argv);  // before OpenMP starts threads (core/omp_wait.h)
+  sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
   using namespace sima;
   try {
     init_distributed(&argc, &argv);  // MPI, when launched by mpirun

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "core/rng.h"
 
 namespace sima {
@@ -132,7 +133,7 @@ bool BatchPipeline::job_available() const {
 void BatchPipeline::worker_loop() {
   // OpenMP's thread count is per thread: ops called by the dataset or collate run serially
   // here, so N workers use N cores instead of N · OMP_NUM_THREADS threads.
-  omp_set_num_threads(1);
+  set_num_threads(1);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return stop_ || job_available(); });

@@ -74,7 +74,7 @@ bool is_pointwise(const ConvGeom& g) { return g.kh == 1 && g.kw == 1 && g.stride
 // one inside a parallel region). Per-chunk partial sums are then added in chunk order,
 // so results are reproducible at a given thread count.
 int64_t image_chunks(int64_t B) {
-  return omp_in_parallel() ? 1 : std::max<int64_t>(1, std::min<int64_t>(num_threads(), B));
+  return in_parallel() ? 1 : std::max<int64_t>(1, std::min<int64_t>(num_threads(), B));
 }
 template <class F>  // f(chunk, b0, b1)
 void for_image_chunks(int64_t chunks, int64_t B, F&& f) {

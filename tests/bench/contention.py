@@ -5,12 +5,13 @@ one epoch), at 2 threads on an idle core pair and with one core taken by a busy 
 wait mode, against 1 thread on an idle machine.
 
 Modes (--modes, comma list):
-  spin      libgomp's default spin-wait, made explicit: GOMP_SPINCOUNT=300000 (the value libgomp
-            uses when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set; an explicit setting also
-            keeps the apps from re-executing themselves with passive waiting)
-  passive   OMP_WAIT_POLICY=passive
-  spinN     GOMP_SPINCOUNT=N, a bounded spin (e.g. spin1000, spin10000)
-  app       nothing set: what the apps choose by themselves (docs/performance.md)
+  spin      libgomp's default spin-wait, made explicit (GOMP_SPINCOUNT=300000, the value libgomp
+            uses when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set), a fixed team of 2
+            (SIMA_THREAD_GOVERNOR=0)
+  passive   OMP_WAIT_POLICY=passive, a fixed team of 2
+  spinN     GOMP_SPINCOUNT=N, a bounded spin (e.g. spin1000, spin10000), a fixed team of 2
+  app       nothing set: what the apps choose by themselves (libgomp's default waiting and the
+            thread governor, core/thread_governor.h; docs/performance.md)
   t1        1 thread, nothing set (the reference: the targets compare against t1 on an idle machine)
 Every round runs every mode idle and busy (the busy loop: `python3 -c 'while True: pass'`, started
 before and stopped after each busy run), in an order rotated every round so machine noise is
@@ -24,9 +25,10 @@ import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
 from busy_core import busy_core
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-MODES = {"spin": {"GOMP_SPINCOUNT": "300000"}, "passive": {"OMP_WAIT_POLICY": "passive"},
+FIXED = {"SIMA_THREAD_GOVERNOR": "0"}
+MODES = {"spin": dict(FIXED, GOMP_SPINCOUNT="300000"), "passive": dict(FIXED, OMP_WAIT_POLICY="passive"),
          "app": {}, "t1": {}}
-WAIT_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+WAIT_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "SIMA_THREAD_GOVERNOR")
 
 
 def quickstart_model():
@@ -38,7 +40,7 @@ def mode_vars(mode):
     if mode in MODES:
         return MODES[mode]
     if mode.startswith("spin") and mode[4:].isdigit():
-        return {"GOMP_SPINCOUNT": mode[4:]}
+        return dict(FIXED, GOMP_SPINCOUNT=mode[4:])
     sys.exit(f"error: unknown mode '{mode}' (valid: {', '.join(MODES)}, spinN)")
 
 
@@ -61,7 +63,8 @@ def measure(args, mode):
     stdout, _ = run([os.path.join(args.bin, "sima-bench"), "model", "--model", quickstart_model(),
                      "--reps", str(args.reps), "--json"], env)
     j = json.loads(stdout.strip().splitlines()[-1])
-    out.update(train_img_s=j["train_img_per_s"], infer_img_s=j["infer_img_per_s"], b1_ms=j["latency_b1_ms"])
+    out.update(train_img_s=j["train_img_per_s"], infer_img_s=j["infer_img_per_s"], b1_ms=j["latency_b1_ms"],
+               team_changes=j.get("team_changes", 0))
     if not args.skip_train:
         tmp = tempfile.mkdtemp(prefix="sima_contention_")
         try:

@@ -170,7 +170,7 @@ std::vector<AttentionBenchConfig> attention_preset(const std::string& name, cons
 json to_json(const AttentionBenchRow& r, const AttentionBenchConfig& cfg) {
   json j = {{"bench", "attention"}, {"variant", r.variant}, {"batch", cfg.batch}, {"tokens", cfg.tokens},
             {"dim", cfg.dim},        {"heads", cfg.heads},   {"threads", num_threads()},
-            {"omp_wait", omp_wait_policy()}};
+            {"omp_wait", omp_wait_policy()}, {"thread_governor", thread_governor_stats().enabled}};
   if (!r.order.empty()) j["order"] = r.order;
   if (!r.error.empty()) {
     j["error"] = r.error;
@@ -258,6 +258,8 @@ json to_json(const ModelBenchResult& r) {
           {"parameters", r.parameters},
           {"threads", num_threads()},
           {"omp_wait", omp_wait_policy()},
+          {"thread_governor", thread_governor_stats().enabled},
+          {"team_changes", thread_governor_stats().changes},
           {"train_step_ms", r.train_step_ms},
           {"train_img_per_s", r.train_img_per_s},
           {"infer_ms", r.infer_ms},

@@ -15,6 +15,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "nn/normalization.h"
 
 namespace sima {
@@ -96,7 +97,7 @@ std::string set_threads_per_rank(const Comm& comm) {
     // Bound to a subset of the cores (mpirun's default binding): use those. Sharing all of
     // them with the other local ranks: an equal part each.
     threads = allowed < hw ? allowed : std::max(1, hw / local);
-    omp_set_num_threads(threads);
+    set_num_threads(threads);
     why = std::to_string(hw) + " cores, " + std::to_string(allowed) + " allowed to this rank, " + std::to_string(local) +
           " ranks on this machine";
   }

@@ -215,7 +215,7 @@ LoopResult TrainingLoop::fit() {
   say("run " + dir_ + ": " + obj_.describe() +
       (opt_.resume ? ", resumed at step " + std::to_string(pos_.step) : "") + ranks_banner(comm_, c.data.batch_size) +
       (comm_.size() > 1 && c.train.sync_batchnorm ? ", SyncBatchNorm" : "") + ", " + std::to_string(num_threads()) +
-      (num_threads() == 1 ? " thread" : " threads") + ", OpenMP waiting " + omp_wait_policy());
+      (num_threads() == 1 ? " thread" : " threads") + ", " + app_threading());
   stop_ = c.train.max_steps > 0 && pos_.step >= c.train.max_steps;  // already there
   result.interrupted = stop_ && pos_.epoch < c.train.epochs;
   while (pos_.epoch < c.train.epochs && !stop_)
