@@ -96,12 +96,15 @@ int run_model(int argc, const char* const* argv) {
   cli.flag("reps", "K", "timed runs per measurement (median)", false, "5");
   cli.flag("precision", "fp32|bf16|int8", "precision of the inference runs (training stays float32)", false, "fp32");
   cli.option("int8-attention", "with --precision int8: SimA's attention core in int8 too");
+  cli.option("pack-fp32", "with --precision fp32: the Linears' weights packed once for oneDNN's GEMM");
   cli.option("json", "one JSON object instead of the report");
   if (!cli.parse(argc, argv)) return cli.exit_code();
   ModelBenchConfig c;
   c.precision = parse_precision(cli.get("precision"), "sima-bench model: --precision");
   c.int8_attention = cli.is_set("int8-attention");
   check(!c.int8_attention || c.precision == Precision::Int8, "sima-bench model: --int8-attention needs --precision int8");
+  c.pack_fp32 = cli.is_set("pack-fp32");
+  check(!c.pack_fp32 || c.precision == Precision::F32, "sima-bench model: --pack-fp32 needs --precision fp32");
   const std::string m = cli.get("model");
   if (!m.empty() && m[0] == '{') {
     c.model = parse_json_strict(m, "--model");  // a key given twice is an error too

@@ -28,6 +28,12 @@ std::string set_inference_precision(Module& model, Precision p, bool int8_attent
   return "";
 }
 
+void pack_fp32_inference(Module& model) {
+  set_inference_precision(model, Precision::F32);
+  for (auto& [name, m] : model.named_modules())
+    if (auto* lin = dynamic_cast<Linear*>(m)) lin->lowp = std::make_shared<const LowpLinear>(Precision::F32, lin->weight, lin->bias);
+}
+
 bool is_quantized_checkpoint(const std::map<std::string, std::string>& meta) {
   return meta.count("quantization") > 0;
 }

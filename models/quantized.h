@@ -32,6 +32,13 @@ constexpr const char* kQuantizationInt8 = "int8_per_channel_symmetric";
 // off by default: at DeiT-Tiny sizes it is slower than the float32 core on AVX2 (docs/precision.md).
 std::string set_inference_precision(Module& model, Precision p, bool int8_attention = false);
 
+// Float32 inference with every Linear's weight packed once for oneDNN's GEMM (LowpLinear F32):
+// the same float32 numerics up to the order of the sums, and no re-packing of the weights at
+// every call, which is most of what a small batch spends beyond the products
+// (docs/performance.md §4). The packed weights are copies: after changing the model's weights,
+// call it again (or set_inference_precision(model, F32) for the ordinary Linears).
+void pack_fp32_inference(Module& model);
+
 // Writes `model` as a quantized checkpoint: every Linear's weight int8 (per output channel)
 // plus its scale; everything else float32; the metadata as save_checkpoint writes it.
 void save_quantized_checkpoint(const std::string& path, Model& model,

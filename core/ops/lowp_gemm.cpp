@@ -75,6 +75,7 @@ struct LowpLinear::Impl {
   std::vector<int32_t> wsum;   // Int8: Σ_k W_q[n,k] (out)
   std::vector<uint16_t> wb;    // BF16 native: W as bf16 bits (out, in)
   std::vector<float> wr;       // BF16 emulated: W rounded to bf16, as float32 (out, in)
+  std::vector<float> wf;       // F32: W as it is (out, in), packed by oneDNN in the plan
   std::vector<float> bias;     // (out) or empty
   std::vector<float> zeros_;   // (out) zeros: the bias of a Linear without one
   struct Plan {
@@ -87,20 +88,23 @@ struct LowpLinear::Impl {
   const Plan& plan(int64_t M) const;
   void forward_int8(const float* x, int64_t M, float* y) const;
   void forward_bf16(const float* x, int64_t M, float* y) const;
+  void forward_f32(const float* x, int64_t M, float* y) const;
+  void add_bias(float* y, int64_t M) const;
 };
 
 const LowpLinear::Impl::Plan& LowpLinear::Impl::plan(int64_t M) const {
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = plans.find(M); it != plans.end()) return it->second;
   if (plans.size() >= 8) plans.clear();  // a few row counts are normal; many are a caller's loop
-  const bool i8 = p == Precision::Int8;
-  auto pd = matmul_pd(M, in, out, i8 ? dt::u8 : dt::bf16, i8 ? dt::s8 : dt::bf16, i8 ? dt::s32 : dt::f32);
+  const bool i8 = p == Precision::Int8, f32 = p == Precision::F32;
+  const dt w_type = i8 ? dt::s8 : f32 ? dt::f32 : dt::bf16;
+  auto pd = matmul_pd(M, in, out, i8 ? dt::u8 : w_type, w_type, i8 ? dt::s32 : dt::f32);
   Plan plan{dnnl::matmul(pd), memory()};
   for (auto& [m, other] : plans)  // the same packed layout: share the packed weights
     if (other.weights.get_desc() == pd.weights_desc()) plan.weights = other.weights;
   if (!plan.weights) {
-    memory::desc user({in, out}, i8 ? dt::s8 : dt::bf16, tag::ba);  // (out, in) row-major
-    memory src(user, dnnl_ctx().eng, i8 ? (void*)q.data() : (void*)wb.data());
+    memory::desc user({in, out}, w_type, tag::ba);  // (out, in) row-major
+    memory src(user, dnnl_ctx().eng, i8 ? (void*)q.data() : f32 ? (void*)wf.data() : (void*)wb.data());
     plan.weights = memory(pd.weights_desc(), dnnl_ctx().eng);
     dnnl::reorder(src, plan.weights).execute(dnnl_ctx().st, src, plan.weights);
     dnnl_ctx().st.wait();
@@ -149,20 +153,39 @@ void LowpLinear::Impl::forward_bf16(const float* x, int64_t M, float* y) const {
     for (int64_t i = 0; i < M * in; ++i) xr[i] = round_to_bf16(x[i]);
     gemm(false, true, M, out, in, xr.data(), wr.data(), 0.f, y);
   }
-  if (!bias.empty())
-    for (int64_t m = 0; m < M; ++m)
+  add_bias(y, M);
+}
+
+// y (M, out) = x · Wᵀ + b in float32, W packed once by oneDNN: at small M the sgemm's packing of
+// W at every call is a fifth of the product's time, which this saves (docs/performance.md §4).
+void LowpLinear::Impl::forward_f32(const float* x, int64_t M, float* y) const {
+  const Plan& pl = plan(M);
+  auto& c = dnnl_ctx();
+  memory a(memory::desc({M, in}, dt::f32, tag::ab), c.eng, const_cast<float*>(x));
+  memory d(memory::desc({M, out}, dt::f32, tag::ab), c.eng, y);
+  pl.prim.execute(c.st, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, pl.weights}, {DNNL_ARG_DST, d}});
+  c.st.wait();
+  add_bias(y, M);
+}
+
+void LowpLinear::Impl::add_bias(float* y, int64_t M) const {
+  if (bias.empty()) return;
+  parallel_for(M, grain_for(kGrainElementwise, out), [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m)
       for (int64_t n = 0; n < out; ++n) y[m * out + n] += bias[n];
+  });
 }
 
 LowpLinear::LowpLinear(Precision p, const Tensor& weight, const Tensor& bias) : impl_(std::make_shared<Impl>()) {
-  check(p != Precision::F32, "LowpLinear: fp32 runs the ordinary Linear, not a LowpLinear");
   check(weight.defined() && weight.dim() == 2, "LowpLinear: weight must be (out, in)");
   Impl& I = *impl_;
   I.p = p;
   I.out = weight.size(0);
   I.in = weight.size(1);
   const float* w = weight.data();
-  if (p == Precision::Int8) {
+  if (p == Precision::F32) {
+    I.wf.assign(w, w + I.out * I.in);
+  } else if (p == Precision::Int8) {
     I.q.resize(static_cast<size_t>(I.out * I.in));
     I.scale.resize(static_cast<size_t>(I.out));
     quantize_rows_s8(w, I.out, I.in, I.q.data(), I.scale.data());
@@ -174,8 +197,9 @@ LowpLinear::LowpLinear(Precision p, const Tensor& weight, const Tensor& bias) : 
     I.wr.resize(static_cast<size_t>(I.out * I.in));
     for (int64_t i = 0; i < I.out * I.in; ++i) I.wr[i] = round_to_bf16(w[i]);
   }
-  check(!bias.defined() || (bias.dim() == 1 && bias.size(0) == I.out), "LowpLinear: bias ", bias.shape(),
-        " does not match weight ", weight.shape());
+  if (bias.defined())  // (the message reads bias.shape(), which an undefined bias does not have)
+    check(bias.dim() == 1 && bias.size(0) == I.out, "LowpLinear: bias ", bias.shape(), " does not match weight ",
+          weight.shape());
   if (bias.defined()) I.bias.assign(bias.data(), bias.data() + I.out);
   I.zeros_.assign(static_cast<size_t>(I.out), 0.f);
 }
@@ -213,6 +237,7 @@ Tensor LowpLinear::forward(const Tensor& x) const {
   if (M == 0) return y;
   try {
     if (I.p == Precision::Int8) I.forward_int8(x.data(), M, y.data());
+    else if (I.p == Precision::F32) I.forward_f32(x.data(), M, y.data());
     else I.forward_bf16(x.data(), M, y.data());
   } catch (const dnnl::error& e) {
     fail("LowpLinear (", precision_name(I.p), ", ", I.in, " -> ", I.out, "): oneDNN: ", e.what());

@@ -21,9 +21,12 @@ bool bf16_native();
 //   BF16  W and x rounded to bfloat16, float32 sums (oneDNN bf16 matmul with W packed), or,
 //         without native bf16, the same rounding through the float32 sgemm (same numerics
 //         up to the order of the sums, no speed-up).
+//   F32   W and x as they are, float32 sums, W packed by oneDNN once (the ordinary Linear's
+//         sgemm packs W again at every call): float32 results up to the order of the sums.
 class LowpLinear {
  public:
-  // weight (out, in), bias (out) or undefined. Precision F32 is refused.
+  // weight (out, in), bias (out) or undefined. A copy of the weight is kept: later changes
+  // to the Tensor do not reach it.
   LowpLinear(Precision p, const Tensor& weight, const Tensor& bias);
   // Int8 from stored weights: q (out·in values in [-127, 127]) and scale (out, each > 0).
   LowpLinear(std::vector<int8_t> q, std::vector<float> scale, int64_t out, int64_t in, const Tensor& bias);

@@ -24,8 +24,9 @@ whenever one of its cores is taken): the driver warns when the load average befo
 leaves fewer than T cores free, and logs the load average before every run in --json (a
 rough hint: it includes the previous runs of this driver).
 
---precision fp32|bf16|int8 is passed to sima-bench (its inference and batch-1 runs; training stays
-fp32). Every case also runs the peer a second time with --int8: PyTorch's dynamic int8
+--precision fp32|fp32-packed|bf16|int8 is passed to sima-bench (its inference and batch-1 runs;
+training stays fp32); fp32-packed is `--precision fp32 --pack-fp32`, float32 with the Linears'
+weights packed once for oneDNN. Every case also runs the peer a second time with --int8: PyTorch's dynamic int8
 (torch.ao.quantization.quantize_dynamic of every nn.Linear, the onednn engine when present, else
 fbgemm), the second table compares our inference with it. --json FILE keeps every raw run.
 
@@ -110,7 +111,8 @@ def ours_model(case, attn):
 
 def run_ours(a, case, attn):
     cmd = [a.sima_bench, "model", "--model", json.dumps(ours_model(case, attn), separators=(",", ":")),
-           "--batch", str(BATCH), "--precision", a.precision, "--json"]
+           "--batch", str(BATCH), "--json"] + (["--precision", "fp32", "--pack-fp32"] if a.precision == "fp32-packed"
+                                               else ["--precision", a.precision])
     if a.reps:
         cmd += ["--reps", str(a.reps)]
     r = run_json(cmd, a.threads, f"sima-bench {case} {attn}", a.timeout, a.busy_core)
@@ -164,7 +166,7 @@ def parse_args():
     p.add_argument("--steps", type=int, default=0, help="the peers' --steps (0: their default)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds allowed per run")
     p.add_argument("--json", metavar="FILE", help="write every raw run and the medians here")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "int8"],
+    p.add_argument("--precision", default="fp32", choices=["fp32", "fp32-packed", "bf16", "int8"],
                    help="sima-bench model --precision (inference; training stays fp32)")
     p.add_argument("--busy-core", action="store_true",
                    help="a spinning process (busy_core.py) during every run, ours and the peer's")

@@ -78,12 +78,15 @@ TEST_CASE("every precision on tiny DeiT / XCiT / CvT, SimA and softmax: logits a
     const double e8a = rel_l2_error(logits(*m, x), y32);
     set_inference_precision(*m, Precision::BF16);
     const double e16 = rel_l2_error(logits(*m, x), y32);
+    pack_fp32_inference(*m);  // float32, weights packed for oneDNN
+    const double e32p = rel_l2_error(logits(*m, x), y32);
     set_inference_precision(*m, Precision::F32);
     MESSAGE(j["name"].get<std::string>() << ": int8 rel err " << e8 << " (with the SimA core in int8: " << e8a
-                                          << "), bf16 rel err " << e16);
+                                          << "), bf16 rel err " << e16 << ", fp32 packed rel err " << e32p);
     CHECK(e8 < 0.05);
     CHECK(e8a < 0.05);
     CHECK(e16 < 0.02);
+    CHECK(e32p < 1e-5);
     CHECK(bit_equal(logits(*m, x), y32));  // fp32 again: unchanged
   }
 }

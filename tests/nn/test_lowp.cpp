@@ -123,6 +123,31 @@ TEST_CASE("precision names and stored int8 weights are checked") {
         std::string::npos);
   CHECK(error_message([&] { LowpLinear({1, 2, 3}, {1.f, 1.f}, 2, 2, none); }).find("3 values and 2 scales") !=
         std::string::npos);
-  CHECK(error_message([&] { LowpLinear(Precision::F32, randn_leaf({2, 2}, 1, false), none); }).find("fp32") !=
-        std::string::npos);
+  CHECK(error_message([&] { LowpLinear(Precision::F32, randn_leaf({2, 3}, 1, false), randn_leaf({3}, 2, false)); })
+            .find("does not match weight") != std::string::npos);
+}
+
+TEST_CASE("fp32 LowpLinear (weights packed by oneDNN): float32 results up to the order of the sums") {
+  // The shapes of a DeiT-Tiny block at batch 1 (65 tokens) and at a few other row counts,
+  // with and without bias; the plan cache keeps one primitive per row count.
+  for (int64_t M : {int64_t(1), int64_t(65), int64_t(130), int64_t(65)})
+    for (const auto& [out, in] : {std::pair<int64_t, int64_t>{576, 192}, {192, 768}, {10, 7}})
+      for (bool with_bias : {true, false}) {
+        CAPTURE(M);
+        CAPTURE(out);
+        CAPTURE(with_bias);
+        const Tensor x = randn_leaf({M, in}, 20, false), w = randn_leaf({out, in}, 21, false);
+        const Tensor b = with_bias ? randn_leaf({out}, 22, false) : Tensor();
+        const Tensor ref = linear(x, w, b);
+        const Tensor y = LowpLinear(Precision::F32, w, b).forward(x);
+        CHECK(y.shape() == ref.shape());
+        CHECK(rel_l2_error(y, ref) < 1e-6);  // float32 rounding: about 1e-7 per sum of `in` terms
+        CHECK(max_abs_diff(y, ref) < 1e-4f);
+      }
+  // The weight is copied: a later change to the Tensor does not reach the packed one.
+  const Tensor x = randn_leaf({3, 8}, 23, false), w = randn_leaf({4, 8}, 24, false);
+  const LowpLinear packed(Precision::F32, w, Tensor());
+  const Tensor before = packed.forward(x);
+  w.data()[0] += 1.f;
+  CHECK(max_abs_diff(packed.forward(x), before) == 0.f);
 }

@@ -230,6 +230,11 @@ ModelBenchResult bench_model(const ModelBenchConfig& cfg) {
   r.precision = precision_name(cfg.precision);
   r.precision = cfg.int8_attention ? "int8+attention" : r.precision;
   r.precision_note = set_inference_precision(*model, cfg.precision, cfg.int8_attention);  // training ran float32
+  if (cfg.pack_fp32) {
+    check(cfg.precision == Precision::F32, "model bench: packed weights are for fp32 inference");
+    pack_fp32_inference(*model);
+    r.precision = "fp32-packed";
+  }
   r.infer_ms = median_ms(
       [&] {
         NoGradGuard ng;

@@ -70,6 +70,7 @@ struct ModelBenchConfig {
   TimingOptions timing{.warmup = 2, .reps = 5};
   Precision precision = Precision::F32;  // of the inference and batch-1 runs (models/quantized.h)
   bool int8_attention = false;           // with Int8: SimA's core in int8 too
+  bool pack_fp32 = false;                // with F32: weights packed once for oneDNN (pack_fp32_inference)
 };
 
 struct ModelBenchResult {
