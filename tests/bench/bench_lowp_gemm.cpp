@@ -4,7 +4,8 @@
 // same shape, so load from other processes hits both alike; medians.
 //   ./build/bin/bench_lowp_gemm [reps]          (OMP_NUM_THREADS sets the threads)
 // Rows: OpenBLAS cblas_sgemm (the reference); oneDNN f32 matmul; oneDNN u8·s8 -> s32 matmul
-// alone (weights packed); LowpLinear int8 (quantize the input + that matmul + dequantize and
+// alone (weights packed); LowpLinear fp32 (that f32 matmul with W packed once, plus the bias:
+// what pack_fp32_inference runs); LowpLinear int8 (quantize the input + that matmul + dequantize and
 // bias: what a Linear runs); LowpLinear bf16 (oneDNN bf16 or its emulation); OpenBLAS
 // cblas_sbgemm when the library exports it (looked up at run time).
 #include <cblas.h>
@@ -97,7 +98,8 @@ void bench_shape(int64_t M, int64_t K, int64_t N, int reps) {
       onednn_matmul(M, K, N, memory::data_type::u8, memory::data_type::s8, memory::data_type::s32, xq.data(),
                     wq.data(), acc.data()),
       sgemm);
-  const LowpLinear i8(Precision::Int8, w, b), b16(Precision::BF16, w, b);
+  const LowpLinear f32(Precision::F32, w, b), i8(Precision::Int8, w, b), b16(Precision::BF16, w, b);
+  row("LowpLinear fp32 packed (gemm+bias)", flops, reps, [&] { f32.forward(x); }, sgemm);
   row("LowpLinear int8 (quant+gemm+dequant)", flops, reps, [&] { i8.forward(x); }, sgemm);
   row(bf16_native() ? "LowpLinear bf16 (oneDNN)" : "LowpLinear bf16 (emulated)", flops, reps, [&] { b16.forward(x); },
       sgemm);
@@ -135,5 +137,7 @@ int main(int argc, char** argv) {
   bench_shape(64 * 65, 192, 768, reps);  // fc1
   bench_shape(64 * 65, 768, 192, reps);  // fc2
   bench_shape(65, 192, 576, reps);       // qkv at batch 1
+  bench_shape(65, 192, 768, reps);       // fc1 at batch 1
+  bench_shape(65, 768, 192, reps);       // fc2 at batch 1
   bench_sima_core(reps);
 }
