@@ -1,6 +1,7 @@
 #include "models/xcit_blocks.h"
 
 #include "core/error.h"
+#include "core/ops/conv.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/shape_ops.h"
 
@@ -34,9 +35,15 @@ Tensor LPI::forward(const Tensor& x, int64_t H, int64_t W) {
   check(x.dim() == 3 && x.size(1) == H * W, "LPI: input ", x.shape(), " must be (B, H·W, C) for the grid ",
         H, "x", W);
   const int64_t B = x.size(0), N = x.size(1), C = x.size(2);
-  Tensor y = reshape(permute(x, {0, 2, 1}), {B, C, H, W});
-  y = conv2->forward(bn->forward(act->forward(conv1->forward(y))));  // (B, C, H, W)
-  return permute(reshape(y, {B, C, N}), {0, 2, 1});                // (B, N, C)
+  // The tokens (B, N, C) are already the grid channels-last (B, H, W, C), so the two depthwise
+  // convs and the BatchNorm (statistics per channel over B·H·W, as on NCHW) run without the
+  // permutes to NCHW and back, with the channels as the contiguous (vectorised) loop: on
+  // XCiT's 7x7 grids the NCHW kernel's rows are 7 floats long.
+  Tensor y = conv2d_depthwise_channels_last(reshape(x, {B, H, W, C}), conv1->weight, conv1->bias,
+                                            conv1->stride, conv1->padding);
+  y = bn->forward_channels_last(act->forward(y));
+  y = conv2d_depthwise_channels_last(y, conv2->weight, conv2->bias, conv2->stride, conv2->padding);
+  return reshape(y, {B, N, C});  // (B, N, C)
 }
 
 // ---- XCABlock -----------------------------------------------------------------------------
