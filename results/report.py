@@ -171,6 +171,7 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
     runs = runs or os.path.join(root, "results", "runs")
     report_protocol.protocol_section(out)
     report_protocol.sweep_section(runs, out)
+    report_protocol.widths_section(runs, out)
 
     out.append("## Claim 1: SimA matches the attention it replaces\n")
     out.append("Top-1 (%) on the Fashion-MNIST test set after the last epoch, mean ± sample std over seeds."

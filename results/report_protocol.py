@@ -54,6 +54,9 @@ def sweep_section(runs, out):
                " the point with half the epochs; CPU time is user + system of the run's sittings that finished"
                " (a sitting cut off by the end of a session is not in it; the time-to-accuracy table below"
                " gives the CPU per epoch).\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(runs)))
+    out.append("The models, as `configs/paper/` holds them (every row of an architecture shares its SimA row's): %s.\n"
+               % "; ".join("%s: %s" % (row, sweep.describe_model(sweep.model_of(root, row))) for row in sweep.SWEEPS))
     out.append("| sweep row | epochs | val top-1 (last) | best (epoch) | gain over half | CPU | status |")
     out.append("|---|---|---|---|---|---|---|")
     for row in sweep.SWEEPS:
@@ -94,6 +97,38 @@ def sweep_section(runs, out):
             at = sweep.epoch_reaching(rec, target)
             cells.append("epoch %d, %s" % (at, fmt_hours(at * per_epoch)) if at is not None else "not reached")
         out.append("| %s | %d | %.0f s | %s | %s |" % (row, e, per_epoch, cells[0], cells[1]))
+    out.append("")
+
+
+def widths_section(runs, out):
+    """The sweeps of other widths than the configs' (results/runs/sweeps/widths/): the wider models
+    the configs had before the budget narrowed them, and the narrower ones tried on the way; what
+    width costs and buys, for the discussion."""
+    base = os.path.join(runs, "sweeps", "widths")
+    if not os.path.isdir(base):
+        return
+    out.append("### Other widths\n")
+    out.append("The same sweeps on models of other widths (records in `results/runs/sweeps/widths/`): the ones the"
+               " configs held before the budget narrowed them, and narrower ones tried on the way. No final row"
+               " uses them; they show what width buys in accuracy and costs in CPU (CPU per epoch as recorded,"
+               " with the binary of the record's commit):\n")
+    out.append("| sweep row | model | epochs | val top-1 (last) | best (epoch) | CPU per epoch | to 90 % | to 92 % |")
+    out.append("|---|---|---|---|---|---|---|---|")
+    for f in sorted(os.listdir(base)):
+        with open(os.path.join(base, f)) as fh:
+            rec = json.load(fh)
+        top1 = sweep.final_top1(rec)
+        if top1 is None:
+            continue
+        best = max(rec["epochs"], key=lambda x: x["val_top1"])
+        per_epoch = cpu_per_epoch(rec)
+        cells = []
+        for target in (90.0, 92.0):
+            at = sweep.epoch_reaching(rec, target)
+            cells.append("epoch %d" % at if at is not None else "not reached")
+        out.append("| %s | %s | %d | %.2f | %.2f (%d) | %.0f s | %s | %s |" % (
+            rec["row"], sweep.describe_model(rec["model"]), rec["epochs_planned"], top1, best["val_top1"],
+            best["epoch"], per_epoch, cells[0], cells[1]))
     out.append("")
 
 

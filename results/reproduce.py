@@ -384,7 +384,8 @@ def run_sweep_point(row, epochs, threads):
            "threads": threads, "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
            "command": user_command(sweep.argv_for(BIN, ROOT, row, epochs, out, False, SMOKE), threads),
            "sittings": spent, "wall_s": round(sum(x["wall_s"] for x in spent), 1),
-           "cpu_s": round(sum(x["cpu_s"] for x in spent), 1), "exit_code": code, "epochs": epochs_done}
+           "cpu_s": round(sum(x["cpu_s"] for x in spent), 1), "exit_code": code, "epochs": epochs_done,
+           "model": sweep.model_of(ROOT, row)}
     if code != 0:
         rec["error"] = last
         rec["diverged"] = "not finite" in last or "non-finite" in last

@@ -81,6 +81,20 @@ def recorded_epochs(runs, row):
             if f.startswith(prefix) and f.endswith(".json") and f[len(prefix):-5].isdigit()]
 
 
+def model_of(root, row):
+    """The model section of `row`'s config (a sweep record keeps it: the configs' widths can change)."""
+    with open(os.path.join(root, "configs", "paper", row + ".json")) as f:
+        return json.load(f)["model"]
+
+
+def describe_model(model):
+    """A model section in a few words: its registry name and widths."""
+    if "stage_dims" in model:
+        return "%s, stages %s wide" % (model["name"], "/".join(map(str, model["stage_dims"])))
+    return "%s, %s wide, depth %s, %s heads" % (model["name"], model.get("embed_dim", "?"), model.get("depth", "?"),
+                                               model.get("num_heads", "?"))
+
+
 def argv_for(bin_dir, root, row, epochs, out, resume, extra=()):
     config = os.path.join(root, "configs", "paper", row + ".json")
     argv = [os.path.join(bin_dir, "sima-train"), "--config", config,

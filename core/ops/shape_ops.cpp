@@ -89,19 +89,33 @@ void copy_block(const float* src, const Strides& ss, float* dst, const Strides& 
   // Otherwise rows along the innermost coalesced dim (index 0: the order is inner to outer).
   const int64_t inner = size[0], rows = shape.numel() / inner;
   const bool contiguous_row = cs[0] == 1 && cd[0] == 1;
+  // The rows' offsets advance as an odometer over dims 1..m-1 (one division per chunk, not per
+  // row): a head split at head width 8 copies rows of 8 floats, where the index arithmetic and a
+  // memcpy call per row cost more than the copy.
   parallel_for(rows, grain_for(kGrainElementwise, inner), [&](int64_t r0, int64_t r1) {
+    int64_t idx[kMaxDims] = {}, k = r0, os = 0, od = 0;
+    for (int i = 1; i < m; ++i) {
+      idx[i] = k % size[i];
+      k /= size[i];
+      os += idx[i] * cs[i];
+      od += idx[i] * cd[i];
+    }
     for (int64_t r = r0; r < r1; ++r) {
-      int64_t k = r, os = 0, od = 0;
-      for (int i = 1; i < m; ++i) {
-        os += (k % size[i]) * cs[i];
-        od += (k % size[i]) * cd[i];
-        k /= size[i];
-      }
       const float* s = src + os;
       float* d = dst + od;
-      if (contiguous_row) std::memcpy(d, s, sizeof(float) * inner);
+      if (contiguous_row && inner > 32) std::memcpy(d, s, sizeof(float) * inner);
+      else if (contiguous_row)
+        for (int64_t j = 0; j < inner; ++j) d[j] = s[j];
       else
         for (int64_t j = 0; j < inner; ++j) d[j * cd[0]] = s[j * cs[0]];
+      for (int i = 1; i < m; ++i) {  // next row
+        os += cs[i];
+        od += cd[i];
+        if (++idx[i] < size[i]) break;
+        os -= cs[i] * size[i];
+        od -= cd[i] * size[i];
+        idx[i] = 0;
+      }
     }
   });
 }
