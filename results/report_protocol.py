@@ -7,6 +7,8 @@ import statistics
 
 import sweep
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def fmt_hours(secs):
     return "%.1f h" % (secs / 3600) if secs >= 3600 else "%d min" % round(secs / 60)
@@ -54,9 +56,8 @@ def sweep_section(runs, out):
                " the point with half the epochs; CPU time is user + system of the run's sittings that finished"
                " (a sitting cut off by the end of a session is not in it; the time-to-accuracy table below"
                " gives the CPU per epoch).\n")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(runs)))
     out.append("The models, as `configs/paper/` holds them (every row of an architecture shares its SimA row's): %s.\n"
-               % "; ".join("%s: %s" % (row, sweep.describe_model(sweep.model_of(root, row))) for row in sweep.SWEEPS))
+               % "; ".join("%s: %s" % (row, sweep.describe_model(sweep.model_of(ROOT, row))) for row in sweep.SWEEPS))
     out.append("| sweep row | epochs | val top-1 (last) | best (epoch) | gain over half | CPU | status |")
     out.append("|---|---|---|---|---|---|---|")
     for row in sweep.SWEEPS:

@@ -117,6 +117,25 @@ check([(r[4], r[5], round(r[6], 4)) for r in ratios] == [("qk_first", 2.0, round
       "ratios: %r" % ratios)
 check("different rows" in refused(lambda: reproduce.median_rows([rounds[0], rounds[1][::-1]])), "mismatched rounds")
 
+# The sweep table names each sweep row's model from its config, and the records of other widths
+# (runs/sweeps/widths/) get their own table, each row with the model its record keeps.
+import report_protocol  # noqa: E402
+with tempfile.TemporaryDirectory() as d:
+    out = []
+    report_protocol.sweep_section(d, out)
+    model = sweep.describe_model(sweep.model_of(reproduce.ROOT, "deit_sima"))
+    check(any(("deit_sima: " + model) in line for line in out), "sweep table without its models: %r" % out[:4])
+    wide = {"row": "deit_sima", "epochs_planned": 2, "exit_code": 0, "cpu_s": 2.0,
+            "model": {"name": "deit_tiny_patch4_28", "embed_dim": 96, "depth": 4, "num_heads": 4},
+            "epochs": [{"epoch": 1, "val_top1": 88.0, "epoch_cpu_seconds": 1.0},
+                       {"epoch": 2, "val_top1": 90.5, "epoch_cpu_seconds": 1.0}]}
+    reproduce.write_json(os.path.join(d, "sweeps", "widths", "deit_sima_w96_e2.json"), wide)
+    out = []
+    report_protocol.widths_section(d, out)
+    rows = [line for line in out if line.startswith("| deit_sima |")]
+    check(rows == ["| deit_sima | deit_tiny_patch4_28, 96 wide, depth 4, 4 heads | 2 | 90.50 | 90.50 (2) | 1 s | epoch 2 |"
+                   " not reached |"], "widths table: %r" % rows)
+
 if fails:
     print("test_protocol.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
     sys.exit(1)
