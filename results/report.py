@@ -8,6 +8,7 @@ import statistics
 import report_protocol
 import report_speed
 import stats
+import tta
 
 # The paper's figures, ImageNet top-1 unless said (SimA paper, Koohpayegani & Pirsiavash,
 # arXiv:2206.08898): Table 1 for each model and its SimA twin, and for the single-head and
@@ -134,6 +135,27 @@ def heatmap_section(heatmaps, out):
         out.append("")
 
 
+def tta_section(t, out):
+    """Time to accuracy per DeiT attention (results/tta.py), from its validation-split run at two threads."""
+    out.append("### Time to accuracy (DeiT, validation split, %d threads)\n" % tta.THREADS)
+    out.append("One run per attention on the validation split (seed 0, the epochs DeiT's sweep chose, alone on the"
+               " machine at %d threads): the first epoch whose validation top-1 reaches each target, and the training's"
+               " wall time up to it (the evaluations between epochs are not in it); images/s over the whole run.\n"
+               % tta.THREADS)
+    out.append("| attention (DeiT) | epochs | images/s | to %.0f %% | to %.0f %% |" % tta.TARGETS)
+    out.append("|---|---|---|---|---|")
+    for row, what in CLAIM5:
+        recs = t.records.get(tta.PREFIX + row, [])
+        s = tta.summary(recs[0]) if recs else None
+        if s is None:
+            out.append("| %s | %s | | | |" % (what, "failed: " + recs[0].get("error", "") if recs else "not run"))
+            continue
+        cells = ["epoch %d, %s" % (at[0], fmt_time(at[1])) if at else "not reached" for at in
+                 (s["targets"][x] for x in tta.TARGETS)]
+        out.append("| %s | %d | %.0f | %s | %s |" % (what, s["epochs"], s["img_per_s"], cells[0], cells[1]))
+    out.append("")
+
+
 def write(root, rows, load, path="", heatmaps=(), runs=""):
     t = Table(root, rows, load)
     out = ["# SimA's claims at Fashion-MNIST scale\n",
@@ -159,11 +181,12 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
     # The night's length: `run --jobs 2` keeps two single-threaded runs going on the two cores, then times
     # the speed rows alone. An estimate from the recorded times, not a measured whole run.
     single = sum(r["wall_s"] + r.get("eval", {}).get("wall_s", 0)
-                 for row in t.rows if t.rows[row][2] != "bench" for r in t.records[row])
-    bench = sum(r["wall_s"] for row in t.rows if t.rows[row][2] == "bench" for r in t.records[row])
+                 for row in t.rows if t.rows[row][2] not in ("bench", "tta") for r in t.records[row])
+    bench = sum(r["wall_s"] for row in t.rows if t.rows[row][2] in ("bench", "tta") for r in t.records[row])
     out.append("After `./setup.sh`, the whole table from scratch (`python3 results/reproduce.py run --jobs 2`, then"
                " `heatmaps` and `report`) takes about %.1f hours on a 2-core machine: the %.1f hours of"
-               " single-threaded training and DINO evaluation two at a time, then %d min of speed rows alone"
+               " single-threaded training and DINO evaluation two at a time, then %d min of speed and"
+               " time-to-accuracy rows alone"
                " (an estimate from the recorded times; the runs were made over several sittings, on 2-core hosts"
                " whose speed differed between sittings, as the discussion says).\n"
                % ((single / 2 + bench) / 3600, single / 3600, round(bench / 60)))
@@ -236,6 +259,7 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
         d = "" if row == "deit_sima" else t.delta(row, "deit_sima")
         out.append("| %s | %s | %s | %s |" % (what, t.cell(row), d, t.walls(row)))
     out.append("")
+    tta_section(t, out)
 
     out.append("## Claim 6: DINO with SimA against DINO with XCA (XCiT)\n")
     out.append("| backbone | k-NN k=10 / 20 / 100 | linear probe | DINO wall | paper (XCiT-S12/16, 100 ep.): linear / 20-NN |")

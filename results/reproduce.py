@@ -15,7 +15,8 @@ less than 0.3 points; records in results/runs/sweeps/. The test set is never rea
 `run` trains each (row, seed) that has no record yet with build/bin/sima-train (configs/paper/<row>.json,
 --set train.seed=S, and the epoch count its architecture's sweep chose, with the test set evaluated
 once after the last epoch), evaluates DINO rows with sima-eval (k-NN and linear probe), runs the
-speed rows with sima-bench, and writes one JSON record per run to results/runs/<row>/s<seed>.json
+speed rows with sima-bench, runs the time-to-accuracy rows (results/tta.py: each DeiT attention on
+the validation split at two threads, alone), and writes one JSON record per run to results/runs/<row>/s<seed>.json
 (command, wall and CPU time, the test top-1, outcome). It refuses a row whose sweep has not
 converged unless given --allow-unconverged. Records are committed, so the table can be filled over
 several sittings; `run` never repeats a recorded run (delete its record to repeat it), and a run
@@ -37,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sweep  # noqa: E402  (results/sweep.py: the protocol's epoch sweeps)
+import tta  # noqa: E402  (results/tta.py: time to accuracy per DeiT attention)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = os.path.join(ROOT, "results", "runs")
@@ -78,7 +80,7 @@ ROWS = [
     ("bench_table3_head", [7], "bench", 1),  # the same, D read as the head width
     ("bench_fig1_tokens", [7], "bench", 1),
     ("bench_fig1_dim", [7], "bench", 1),
-]
+] + [(tta.PREFIX + r, ["tta"], "tta", 1) for r in tta.ROWS]  # time to accuracy: validation split, 2 threads
 ROW = {r[0]: r for r in ROWS}
 # (timed runs per measurement, rounds) of the speed rows where sima-bench's default (7 runs, one
 # round) is too few: at Table 3's small shapes a block takes a few ms, and on this machine a whole
@@ -253,6 +255,27 @@ def median_rows(per_round):
     return rows
 
 
+def run_tta(row, out, env):
+    """A time-to-accuracy row: its DeiT config on the validation split (seed 0, evaluated every epoch)
+    for the epochs DeiT's sweep chose, at tta.THREADS threads; resumes a cut-off run like a sweep."""
+    base = tta.base_row(row)
+    plan = final_plan(base, os.path.join(ROOT, "configs", "paper", base + ".json"))  # the epochs, or refused
+    env = dict(env, OMP_NUM_THREADS=str(tta.THREADS))
+    resume = os.path.exists(os.path.join(out, "train_state.safetensors")) and resumable(out, plan)
+    if os.path.isdir(out) and not resume:
+        shutil.rmtree(out)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    argv = sweep.argv_for(BIN, ROOT, base, plan["epochs"], out, resume, SMOKE)
+    code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"))
+    rec = {"command": user_command(sweep.argv_for(BIN, ROOT, base, plan["epochs"], out, False, SMOKE), tta.THREADS),
+           "threads": tta.THREADS, "split": "validation", "validation": sweep.VALIDATION, "epochs_from": plan["from"],
+           "resumed": resume, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "exit_code": code,
+           "epochs": sweep.epoch_rows(epoch_records(out)), "model": sweep.model_of(ROOT, base)}
+    if code != 0:
+        rec["error"] = last
+    return rec
+
+
 def run_one(row, seed, threads):
     _, claims, kind, _ = ROW[row]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="passive")
@@ -262,6 +285,9 @@ def run_one(row, seed, threads):
            "load_before": os.getloadavg()[0]}
     if kind == "bench":
         rec.update(run_bench(row, out, env))
+        return rec
+    if kind == "tta":
+        rec.update(run_tta(row, out, env))
         return rec
 
     twin = kind == "torch"  # the same config trained by the PyTorch twin, from Debian's /usr/bin/python3
@@ -328,6 +354,7 @@ def cmd_run(args):
         use_smoke_dir(args.smoke)
         SMOKE.extend(["--set", "data.train_subset=256", "--set", "data.test_subset=128", "--set", "train.epochs=1",
                       "--set", "data.batch_size=64"])
+        sweep.VALIDATION = 128  # the time-to-accuracy rows' held-out images
     global ALLOW_UNCONVERGED
     ALLOW_UNCONVERGED = args.allow_unconverged
     rows = args.rows.split(",") if args.rows else [r[0] for r in ROWS]
@@ -340,8 +367,9 @@ def cmd_run(args):
     seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
     todo = [(r, s) for r in rows for s in range(ROW[r][3])
             if load_record(r, s) is None and (seeds is None or s in seeds)]
-    bench = [t for t in todo if ROW[t[0]][2] == "bench"]
-    train = [t for t in todo if ROW[t[0]][2] != "bench"]
+    alone = ("bench", "tta")  # timed with the whole machine, one at a time, after the rest
+    bench = [t for t in todo if ROW[t[0]][2] in alone]
+    train = [t for t in todo if ROW[t[0]][2] not in alone]
     done = sum(load_record(r, s) is not None for r in rows for s in range(ROW[r][3]))
     print("reproduce.py: %d runs to do (%d recorded already)" % (len(todo), done), flush=True)
     lock = threading.Lock()
