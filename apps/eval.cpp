@@ -147,6 +147,11 @@ int evaluate_features(const Cli& cli) {
   o.extract.num_workers = static_cast<int>(cli.get_int("workers"));
   o.train_limit = cli.get_int("train-limit");
   o.limit = cli.get_int("limit");
+  o.validation = cli.get_int("validation");
+  const long long vseed = cli.get_int("validation-seed");
+  check(o.validation >= 0, "--validation: ", o.validation, " must be >= 0 (0 = evaluate the test split)");
+  check(vseed >= 0, "--validation-seed: ", vseed, " must be >= 0");
+  o.validation_seed = static_cast<uint64_t>(vseed);
   const long long seed = cli.get_int("seed");
   check(o.extract.batch_size > 0, "--batch: ", o.extract.batch_size, " must be positive");
   check(o.extract.num_workers >= 0 && o.extract.num_workers <= 256, "--workers: ", o.extract.num_workers,
@@ -195,7 +200,7 @@ std::string flag_conflict(const Cli& cli) {
   for (const char* f : {"probe-epochs", "probe-lr", "probe-batch", "probe-wd"})
     if (cli.is_set(f) && !probe) return std::string("--") + f + " needs --linear-probe";
   if (!knn && !probe) {
-    for (const char* f : {"features", "train-limit", "seed"})
+    for (const char* f : {"features", "train-limit", "seed", "validation", "validation-seed"})
       if (cli.is_set(f)) return std::string("--") + f + " needs --knn or --linear-probe";
     if (!cli.is_set("checkpoint")) return "--checkpoint PATH is required (or --features pixels --data SPEC --knn)";
     return "";
@@ -255,6 +260,12 @@ int main(int argc, char** argv) {
            false, "model");
   cli.flag("train-limit", "N", "--knn/--linear-probe: a seeded random N train images; 0 = all", false, "0");
   cli.flag("seed", "S", "--knn/--linear-probe: seed of the random subsets and of the probe", false, "0");
+  cli.flag("validation", "N",
+           "--knn/--linear-probe: hold out N training images (the split sima-train's data.validation makes with the "
+           "same seed) and evaluate on them, with the other training images as the bank / probe set; the test split "
+           "is not read (0 = evaluate the test split)",
+           false, "0");
+  cli.flag("validation-seed", "S", "--validation: the split's seed (sima-train's data.validation_seed)", false, "0");
   cli.flag("precision", "fp32|bf16|int8",
            "inference precision of every Linear (int8: also SimA's attention core); bf16 is emulated without "
            "AVX-512 (docs/precision.md)",

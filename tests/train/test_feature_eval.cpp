@@ -442,6 +442,42 @@ TEST_CASE("sima-eval --features pixels --knn --linear-probe on a Fashion-MNIST s
   CHECK(text.out.find("500 train / 50 test") != std::string::npos);
 }
 
+TEST_CASE("sima-eval --validation: the held-out training images are the queries, the rest the bank; no test image") {
+  Run r = run_app(
+      "sima-eval --features pixels --data fashion_mnist --knn --k 1,20 --validation 10000 --validation-seed 3 "
+      "--train-limit 1500 --limit 200 --seed 4 --workers 0 --json");
+  INFO("stderr: " << r.err);
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["eval_split"] == "validation");
+  CHECK(j["train_count"] == 1500);
+  CHECK(j["test_count"] == 200);
+  // The same in this process: sima-train's split (holdout_split), then the seeded subsets.
+  const DataSpec spec = parse_data_spec("fashion_mnist");
+  const HoldoutSplit h = holdout_split(open_dataset(spec, true), 10000, 3);
+  Features tr = extract_pixels(random_subset(h.train, 1500, 4), {.num_workers = 0});
+  Features va = extract_pixels(random_subset(h.validation, 200, 4), {.num_workers = 0});
+  standardize_pixels(tr, va, 1);
+  const std::vector<KnnResult> knn = knn_classify(tr.x, tr.labels, va.x, va.labels, {.ks = {1, 20}});
+  for (size_t i = 0; i < 2; ++i) CHECK(j["knn"]["results"][i]["top1"].get<double>() == doctest::Approx(knn[i].top1));
+  CHECK(knn[1].top1 > 65.0);
+  // Without --validation the same flags read the test split.
+  Run t = run_app("sima-eval --features pixels --data fashion_mnist --knn --train-limit 300 --limit 50 --workers 0 --json");
+  REQUIRE(t.status == 0);
+  CHECK(nlohmann::json::parse(t.out)["eval_split"] == "test");
+  Run text = run_app(
+      "sima-eval --features pixels --data fashion_mnist --knn --validation 100 --train-limit 300 --limit 50 --workers 0");
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("300 train / 50 held-out validation images") != std::string::npos);
+  // Bad values name the flag; --validation alone needs a feature evaluation.
+  Run neg = run_app("sima-eval --features pixels --data fashion_mnist --knn --validation -1 --workers 0");
+  CHECK(neg.status != 0);
+  CHECK(neg.err.find("--validation") != std::string::npos);
+  Run alone = run_app("sima-eval --checkpoint x.safetensors --validation 100");
+  CHECK(alone.status == 2);
+  CHECK(alone.err.find("--validation needs --knn or --linear-probe") != std::string::npos);
+}
+
 TEST_CASE("sima-eval --knn --linear-probe on a tiny checkpoint's features") {
   std::shared_ptr<Model> model =
       create_model(nlohmann::json{{"name", "deit_tiny_patch4_28"}, {"depth", 1}, {"embed_dim", 16}, {"num_heads", 2}});

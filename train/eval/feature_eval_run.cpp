@@ -25,10 +25,9 @@ std::string format(const char* fmt, double v) {
   return buf;
 }
 
-// One split of the spec: the seeded subset, then the transform.
-std::shared_ptr<const Dataset> open_split(const DataSpec& spec, bool train, int64_t limit, uint64_t seed,
-                                          const Transform& transform) {
-  std::shared_ptr<const Dataset> ds = open_dataset(spec, train);
+// A split: the seeded subset, then the transform.
+std::shared_ptr<const Dataset> subset_then_transform(std::shared_ptr<const Dataset> ds, int64_t limit, uint64_t seed,
+                                                     const Transform& transform) {
   if (limit > 0) ds = random_subset(ds, limit, seed);
   if (transform) ds = std::make_shared<TransformedDataset>(ds, transform);
   return ds;
@@ -64,8 +63,16 @@ FeatureEvalResult run_feature_eval(Model* model, const Transform& transform, con
 
   // Features of both splits, once.
   const Clock::time_point t0 = Clock::now();
-  auto train = open_split(spec, true, options.train_limit, options.seed, transform);
-  auto test = open_split(spec, false, options.limit, options.seed, transform);
+  std::shared_ptr<const Dataset> train, test;
+  if (options.validation > 0) {  // both from the training split: the rest, and the held-out images
+    HoldoutSplit h = holdout_split(open_dataset(spec, true), options.validation, options.validation_seed);
+    train = subset_then_transform(h.train, options.train_limit, options.seed, transform);
+    test = subset_then_transform(h.validation, options.limit, options.seed, transform);
+    r.eval_split = "validation";
+  } else {
+    train = subset_then_transform(open_dataset(spec, true), options.train_limit, options.seed, transform);
+    test = subset_then_transform(open_dataset(spec, false), options.limit, options.seed, transform);
+  }
   if (options.knn)  // before the (slow) features: every k needs that many train images
     for (int64_t k : options.knn_options.ks)
       check(k <= train->size(), "--k: k = ", k, " is larger than the ", train->size(), " train images",
@@ -105,7 +112,8 @@ FeatureEvalResult run_feature_eval(Model* model, const Transform& transform, con
 }
 
 nlohmann::json to_json(const FeatureEvalResult& r) {
-  nlohmann::json j{{"features", r.features},       {"data", r.data}, {"train_count", r.train_count},
+  nlohmann::json j{{"features", r.features},       {"data", r.data}, {"eval_split", r.eval_split},
+                   {"train_count", r.train_count},
                    {"test_count", r.test_count},   {"dim", r.dim},   {"num_classes", r.num_classes},
                    {"extract_seconds", r.extract_seconds}};
   if (!r.pixel_mean.empty()) {
@@ -146,7 +154,8 @@ std::string format_report(const FeatureEvalResult& r) {
     for (double v : r.pixel_std) s << " " << format("%.4f", v);
     s << ")";
   }
-  s << ", " << r.dim << "-d\ndata " << r.data << ": " << r.train_count << " train / " << r.test_count << " test images, "
+  s << ", " << r.dim << "-d\ndata " << r.data << ": " << r.train_count << " train / " << r.test_count << " "
+    << (r.eval_split == "validation" ? "held-out validation" : "test") << " images, "
     << r.num_classes << " classes; features in " << format("%.1f", r.extract_seconds) << " s\n";
   if (!r.knn.empty()) {
     s << "\nweighted k-NN (cosine, exp(s/T), T = " << r.temperature << "; " << format("%.1f", r.knn_seconds)

@@ -25,6 +25,11 @@ struct FeatureEvalOptions {
   int64_t train_limit = 0;
   int64_t limit = 0;
   uint64_t seed = 0;  // of the subsets (and of the probe: linear_probe.seed)
+  // validation > 0: hold out that many training images (holdout_split with validation_seed, the
+  // split sima-train's data.validation makes) and evaluate on them instead of the test split,
+  // with the rest of the training images as the k-NN bank / probe set. The test split is not read.
+  int64_t validation = 0;
+  uint64_t validation_seed = 0;
   FeatureOptions extract;
   bool knn = false;
   KnnOptions knn_options;
@@ -38,6 +43,7 @@ struct FeatureEvalResult {
   // standardised with (standardize_pixels); empty otherwise.
   std::vector<double> pixel_mean, pixel_std;
   std::string data;      // the data spec
+  std::string eval_split = "test";  // "test", or "validation" (options.validation > 0)
   int64_t train_count = 0, test_count = 0, dim = 0, num_classes = 0;
   double extract_seconds = 0.0;  // both splits
   std::vector<KnnResult> knn;    // empty unless options.knn
