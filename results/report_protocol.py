@@ -6,6 +6,7 @@ import os
 import statistics
 
 import sweep
+import tta
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -189,18 +190,21 @@ def projected_cpu(runs, rows):
     architecture's latest sweep point: its CPU per epoch, scaled to 60 000 images from the 50 000 it
     trained on, times the chosen epochs (or, before convergence, that point's epochs: a lower bound),
     times the row's seeds; a row other than the sweep's own is scaled by its pre-protocol CPU relative
-    to the sweep row's. Rows of another kind (DINO, the PyTorch twin, speed) are left out."""
+    to the sweep row's. A time-to-accuracy row (results/tta.py) trains on the sweep's own 50 000 images,
+    so it is not scaled to 60 000; it runs at two threads, which costs some CPU more than one (not
+    counted: another lower bound). Rows of another kind (DINO, the PyTorch twin, speed) are left out."""
     total, counted, left = 0.0, [], []
     for row, (_, _, kind, seeds) in rows.items():
-        srow = sweep.sweep_row_of(row)
+        base = tta.base_row(row) if kind == "tta" else row
+        srow = sweep.sweep_row_of(base)
         latest = sweep.latest_finished(runs, srow) if srow else None
-        if kind != "train" or latest is None:
+        if kind not in ("train", "tta") or latest is None:
             left.append(row)
             continue
         chosen = sweep.status(runs, srow)[0]
         e, rec = latest
-        per_epoch = cpu_per_epoch(rec) * 60000 / (60000 - sweep.VALIDATION)
-        a, b = pre_protocol_cpu(runs, row), pre_protocol_cpu(runs, srow)
+        per_epoch = cpu_per_epoch(rec) * (1.0 if kind == "tta" else 60000 / (60000 - sweep.VALIDATION))
+        a, b = pre_protocol_cpu(runs, base), pre_protocol_cpu(runs, srow)
         scale = a / b if a and b else 1.0
         total += per_epoch * scale * (chosen or e) * seeds
         counted.append(row)

@@ -84,9 +84,11 @@ with tempfile.TemporaryDirectory() as d:
     for row, cpu in (("cvt_sima", 500.0), ("cvt_softmax", 1000.0)):
         reproduce.write_json(os.path.join(d, "pre_protocol", row, "s0.json"), {"cpu_s": cpu})
     rows = {"cvt_sima": ("cvt_sima", [1], "train", 3), "cvt_softmax": ("cvt_softmax", [1], "train", 3),
-            "dino_xcit_sima": ("dino_xcit_sima", [6], "dino", 1), "deit_sima": ("deit_sima", [1], "train", 3)}
+            "dino_xcit_sima": ("dino_xcit_sima", [6], "dino", 1), "deit_sima": ("deit_sima", [1], "train", 3),
+            "tta_cvt_softmax": ("tta_cvt_softmax", ["tta"], "tta", 1)}
     total, counted, left = report_protocol.projected_cpu(d, rows)
-    check(abs(total - (120 * 25 * 3 + 240 * 25 * 3)) < 1e-6, "projected CPU %r" % total)
+    # A time-to-accuracy row: the sweep's 50 000 images (not scaled), its base row's pre-protocol ratio, one run.
+    check(abs(total - (120 * 25 * 3 + 240 * 25 * 3 + 200 * 25)) < 1e-6, "projected CPU %r" % total)
     # A killed first sitting left no CPU; the sitting that finished ran 10 epochs for 1500 s: 150 s each.
     rec["sittings"] = [{"cpu_s": 2500.0, "resumed": True, "epochs_run": 10}]
     rec["cpu_s"] = 1500.0
@@ -95,7 +97,8 @@ with tempfile.TemporaryDirectory() as d:
     # The trainer's own per-epoch CPU, where the epochs carry it, comes first.
     rec["epochs"][3]["epoch_cpu_seconds"], rec["epochs"][4]["epoch_cpu_seconds"] = 90.0, 110.0
     check(report_protocol.cpu_per_epoch(rec) == 100.0, "CPU per epoch from the epochs' own figures")
-    check(counted == ["cvt_sima", "cvt_softmax"] and left == ["dino_xcit_sima", "deit_sima"], "%r %r" % (counted, left))
+    check(counted == ["cvt_sima", "cvt_softmax", "tta_cvt_softmax"] and left == ["dino_xcit_sima", "deit_sima"],
+          "%r %r" % (counted, left))
 
 # Speed rows over several rounds: each row's times are the medians over the rounds, and the ratios
 # of claim 7 are read from those medians, like-for-like (qk_first) and auto apart.
