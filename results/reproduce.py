@@ -261,7 +261,7 @@ def run_tta(row, out, env):
     base = tta.base_row(row)
     plan = final_plan(base, os.path.join(ROOT, "configs", "paper", base + ".json"))  # the epochs, or refused
     env = dict(env, OMP_NUM_THREADS=str(tta.THREADS))
-    resume = os.path.exists(os.path.join(out, "train_state.safetensors")) and resumable(out, plan)
+    resume = resumable(out, plan)  # a cut-off run of the same epochs has a train state
     if os.path.isdir(out) and not resume:
         shutil.rmtree(out)
     os.makedirs(os.path.dirname(out), exist_ok=True)

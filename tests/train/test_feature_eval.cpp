@@ -473,6 +473,9 @@ TEST_CASE("sima-eval --validation: the held-out training images are the queries,
   Run neg = run_app("sima-eval --features pixels --data fashion_mnist --knn --validation -1 --workers 0");
   CHECK(neg.status != 0);
   CHECK(neg.err.find("--validation") != std::string::npos);
+  Run big = run_app("sima-eval --features pixels --data fashion_mnist --knn --validation 60000 --workers 0");
+  CHECK(big.status != 0);
+  CHECK(big.err.find("--validation: 60000 must be below the 60000 training images") != std::string::npos);
   Run alone = run_app("sima-eval --checkpoint x.safetensors --validation 100");
   CHECK(alone.status == 2);
   CHECK(alone.err.find("--validation needs --knn or --linear-probe") != std::string::npos);

@@ -65,7 +65,10 @@ FeatureEvalResult run_feature_eval(Model* model, const Transform& transform, con
   const Clock::time_point t0 = Clock::now();
   std::shared_ptr<const Dataset> train, test;
   if (options.validation > 0) {  // both from the training split: the rest, and the held-out images
-    HoldoutSplit h = holdout_split(open_dataset(spec, true), options.validation, options.validation_seed);
+    std::shared_ptr<const Dataset> all = open_dataset(spec, true);
+    check(options.validation < all->size(), "--validation: ", options.validation, " must be below the ", all->size(),
+          " training images (0 = evaluate the test split)");
+    HoldoutSplit h = holdout_split(all, options.validation, options.validation_seed);
     train = subset_then_transform(h.train, options.train_limit, options.seed, transform);
     test = subset_then_transform(h.validation, options.limit, options.seed, transform);
     r.eval_split = "validation";
