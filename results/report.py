@@ -172,7 +172,7 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
                                                                          scpu / 3600, n, cpu / 3600))
     pcpu, counted, left = report_protocol.projected_cpu(runs or os.path.join(root, "results", "runs"), t.rows)
     if counted:
-        out.append("Projected CPU of the final supervised and time-to-accuracy rows (%d rows, every seed; from the sweeps' CPU per epoch at"
+        out.append("Projected CPU of the final supervised, DINO and time-to-accuracy rows (%d rows, every seed; from the sweeps' CPU per epoch at"
                    " the chosen epochs, or where a sweep has not converged at its latest point, a lower bound): %.1f"
                    " CPU-hours. Not yet projected: %s.\n" % (len(counted), pcpu / 3600, ", ".join(left)))
     out.append("%d runs recorded: %.1f hours of wall time and %.1f CPU-hours in all (training runs went one or two at a"

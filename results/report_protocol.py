@@ -29,8 +29,11 @@ def protocol_section(out):
     out.append(
         "- The epoch count of each architecture is chosen by a sweep on one seed (%d) of its SimA row:"
         " the epochs double until doubling them adds less than %.1f points of final validation top-1; the"
-        " chosen count is the shorter of that last pair. `reproduce.py sweep` runs it." % (sweep.SWEEP_SEED,
-                                                                                           sweep.CONVERGED))
+        " chosen count is the shorter of that last pair. `reproduce.py sweep` runs it. DINO's sweep"
+        " (dino_xcit_sima, from 10 epochs: a DINO epoch costs several supervised ones) pretrains on the same"
+        " images and scores each point by the weighted %d-NN top-1 of its teacher's frozen features on the"
+        " held-out images (`sima-eval --validation`); both DINO rows take its count." % (
+            sweep.SWEEP_SEED, sweep.CONVERGED, sweep.KNN_K))
     out.append(
         "- A final run (`reproduce.py run`) retrains on all 60 000 training images with the chosen settings"
         " and evaluates the test set **once**, after its last epoch (`train.eval_every` = epochs). The script"
@@ -53,10 +56,12 @@ def sweep_records(runs):
 
 def sweep_section(runs, out):
     out.append("## Epoch sweeps (validation split)\n")
-    out.append("Final validation top-1 (%) of each sweep point (one seed), the best epoch's, and the gain over"
-               " the point with half the epochs; CPU time is user + system of the run's sittings that finished"
+    out.append("Final validation top-1 (%%) of each sweep point (one seed), the best epoch's, and the gain over"
+               " the point with half the epochs. DINO has no classifier: its figure is the weighted %d-NN top-1 of"
+               " the teacher's frozen features after the last epoch (bank: the 50 000 training images it pretrained"
+               " on; queries: the held-out ones). CPU time is user + system of the run's sittings that finished"
                " (a sitting cut off by the end of a session is not in it; the time-to-accuracy table below"
-               " gives the CPU per epoch).\n")
+               " gives the CPU per epoch).\n" % sweep.KNN_K)
     out.append("The models, as `configs/paper/` holds them (every row of an architecture shares its SimA row's): %s.\n"
                % "; ".join("%s: %s" % (row, sweep.describe_model(sweep.model_of(ROOT, row))) for row in sweep.SWEEPS))
     out.append("| sweep row | epochs | val top-1 (last) | best (epoch) | gain over half | CPU | status |")
@@ -74,11 +79,15 @@ def sweep_section(runs, out):
                                                                    fmt_hours(rec["cpu_s"])))
                 prev = None
                 continue
-            best = max(rec["epochs"], key=lambda x: x["val_top1"])
+            if sweep.per_epoch_validated(rec):
+                best = max((x for x in rec["epochs"] if "val_top1" in x), key=lambda x: x["val_top1"])
+                best_cell = "%.2f (%d)" % (best["val_top1"], best["epoch"])
+            else:
+                best_cell = "— (%d-NN at the end)" % sweep.KNN_K
             gain = "%+.2f" % (top1 - prev[1]) if prev and prev[0] * 2 == e else "—"
             state = "chosen" if chosen == e else ""
-            out.append("| %s | %d | %.2f | %.2f (%d) | %s | %s | %s |" % (row, e, top1, best["val_top1"], best["epoch"],
-                                                                         gain, fmt_hours(rec["cpu_s"]), state))
+            out.append("| %s | %d | %.2f | %s | %s | %s | %s |" % (row, e, top1, best_cell, gain,
+                                                                 fmt_hours(rec["cpu_s"]), state))
             prev = (e, top1)
         if chosen is None:
             out.append("| %s | | | | | | %s |" % (row, "next: %d epochs" % nxt if nxt else "not converged at the last point"))
@@ -90,7 +99,7 @@ def sweep_section(runs, out):
     out.append("|---|---|---|---|---|")
     for row in sweep.SWEEPS:
         latest = sweep.latest_finished(runs, row)
-        if latest is None:
+        if latest is None or not sweep.per_epoch_validated(latest[1]):
             continue
         e, rec = latest
         per_epoch = cpu_per_epoch(rec)
@@ -186,19 +195,20 @@ def cpu_per_epoch(rec):
 
 
 def projected_cpu(runs, rows):
-    """(CPU seconds, [rows counted], [rows left out]) the final supervised rows would take, from each
+    """(CPU seconds, [rows counted], [rows left out]) the final training rows would take, from each
     architecture's latest sweep point: its CPU per epoch, scaled to 60 000 images from the 50 000 it
     trained on, times the chosen epochs (or, before convergence, that point's epochs: a lower bound),
     times the row's seeds; a row other than the sweep's own is scaled by its pre-protocol CPU relative
     to the sweep row's. A time-to-accuracy row (results/tta.py) trains on the sweep's own 50 000 images,
     so it is not scaled to 60 000; it runs at two threads, which costs some CPU more than one (not
-    counted: another lower bound). Rows of another kind (DINO, the PyTorch twin, speed) are left out."""
+    counted: another lower bound). A DINO row counts its pretraining from DINO's sweep (its k-NN and
+    probe are not counted). Rows of another kind (the PyTorch twin, speed) are left out."""
     total, counted, left = 0.0, [], []
     for row, (_, _, kind, seeds) in rows.items():
         base = tta.base_row(row) if kind == "tta" else row
         srow = sweep.sweep_row_of(base)
         latest = sweep.latest_finished(runs, srow) if srow else None
-        if kind not in ("train", "tta") or latest is None:
+        if kind not in ("train", "tta", "dino") or latest is None:
             left.append(row)
             continue
         chosen = sweep.status(runs, srow)[0]

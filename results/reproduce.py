@@ -10,7 +10,8 @@ docs/RESULTS.md from what the runs recorded, under the protocol at the top of th
 
 `sweep` (results/sweep.py) trains each architecture's SimA row on 50 000 training images with
 doubling epoch counts, evaluating 10 000 held-out training images every epoch, until doubling adds
-less than 0.3 points; records in results/runs/sweeps/. The test set is never read there.
+less than 0.3 points; records in results/runs/sweeps/. DINO's sweep scores each point by the 20-NN
+of its teacher's frozen features on the held-out images. The test set is never read there.
 
 `run` trains each (row, seed) that has no record yet with build/bin/sima-train (configs/paper/<row>.json,
 --set train.seed=S, and the epoch count its architecture's sweep chose, with the test set evaluated
@@ -417,7 +418,31 @@ def run_sweep_point(row, epochs, threads):
     if code != 0:
         rec["error"] = last
         rec["diverged"] = "not finite" in last or "non-finite" in last
+    elif sweep.judged_by_knn(row):
+        judge_by_knn(rec, out, env, threads)
     return rec
+
+
+def judge_by_knn(rec, out, env, threads):
+    """A DINO sweep point's score: sima-eval's 20-NN on the teacher's frozen features, the 10 000
+    held-out training images as queries (the record's val_top1; the k-NN's CPU is added to cpu_s)."""
+    eextra = ["--train-limit", "512", "--limit", "128"] if SMOKE else []
+    eargv = sweep.knn_argv(BIN, os.path.join(out, "model.safetensors"), eextra)
+    code, wall, cpu, last = run_logged(eargv, env, out + ".knn.json")
+    rec["eval"] = {"command": user_command(eargv, threads), "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                   "exit_code": code}
+    rec["cpu_s"] = round(rec["cpu_s"] + cpu, 1)
+    if code != 0:
+        rec["exit_code"], rec["error"] = code, "k-NN evaluation failed: " + last
+        return
+    with open(out + ".knn.json") as f:
+        res = json.loads(f.read().strip().splitlines()[-1])
+    if res.get("eval_split") != "validation":
+        sys.exit("reproduce.py: the k-NN of %s did not evaluate the validation split" % out)
+    res["checkpoint"] = os.path.relpath(res.get("checkpoint", out), ROOT)
+    rec["eval"]["result"] = res
+    rec["val_top1"] = sweep.knn_top1(res)
+    rec["metric"] = "weighted %d-NN top-1 on the teacher's frozen features" % sweep.KNN_K
 
 
 def cmd_sweep(args):

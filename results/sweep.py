@@ -2,6 +2,9 @@
 seed of its SimA row trained on the 50 000-image training part of the validation split and
 evaluated every epoch on the 10 000 held-out images; the epoch count doubles until doubling it
 adds less than CONVERGED points of final validation top-1. The test set is never read here.
+DINO's sweep (dino_xcit_sima) pretrains on the same 50 000 images and judges each point by the
+weighted 20-NN top-1 of its teacher's frozen features on the 10 000 held-out ones (sima-eval
+--validation): there is no classifier to evaluate every epoch.
 
     python3 results/reproduce.py sweep [--rows cvt_sima,deit_sima] [--jobs 2] [--threads 1]
 
@@ -20,7 +23,17 @@ SWEEPS = {
     "cvt_sima": [25, 50, 100],
     "deit_sima": [25, 50, 100],
     "xcit_sima": [25, 50, 100],
+    # A DINO epoch (2 global + 6 local crops, student and teacher) costs about 4.5 supervised XCiT
+    # epochs (docs/RESULTS.md, discussion), so its points start lower.
+    "dino_xcit_sima": [10, 20, 40, 80],
 }
+KNN_KS = (10, 20, 100)  # the k-NN a DINO sweep point is judged by (the 20-NN) and reports beside it
+KNN_K = 20
+
+
+def judged_by_knn(row):
+    """A sweep without a classifier: DINO's points are judged by k-NN on frozen features."""
+    return row.startswith("dino_")
 
 
 def arch_of(row):
@@ -50,7 +63,18 @@ def load(runs, row, epochs):
 
 
 def final_top1(rec):
-    return rec["epochs"][-1]["val_top1"] if rec and rec.get("exit_code") == 0 and rec.get("epochs") else None
+    """A point's final validation top-1: its last epoch's, or for a DINO point its 20-NN's (kept at the
+    record's top level); None if the run or its evaluation failed."""
+    if not rec or rec.get("exit_code") != 0:
+        return None
+    if "val_top1" in rec:
+        return rec["val_top1"]
+    return rec["epochs"][-1].get("val_top1") if rec.get("epochs") else None
+
+
+def per_epoch_validated(rec):
+    """Whether the point evaluated the validation split every epoch (not a DINO point)."""
+    return any("val_top1" in e for e in rec.get("epochs", []))
 
 
 def status(runs, row):
@@ -113,3 +137,16 @@ def epoch_rows(recs):
 def epoch_reaching(rec, top1):
     """The first epoch whose validation top-1 is at least `top1`, or None."""
     return next((e["epoch"] for e in rec.get("epochs", []) if e.get("val_top1", 0.0) >= top1), None)
+
+
+def knn_argv(bin_dir, checkpoint, extra=()):
+    """sima-eval's weighted k-NN on a DINO point's teacher features: the bank is the 50 000 training
+    images the point pretrained on, the queries the 10 000 held out (the same split as sima-train's)."""
+    return [os.path.join(bin_dir, "sima-eval"), "--checkpoint", checkpoint, "--knn",
+            "--k", ",".join(map(str, KNN_KS)), "--validation", str(VALIDATION),
+            "--validation-seed", str(VALIDATION_SEED), "--json"] + list(extra)
+
+
+def knn_top1(result, k=KNN_K):
+    """The top-1 of sima-eval's JSON for k neighbours."""
+    return next(r["top1"] for r in result["knn"]["results"] if r["k"] == k)

@@ -1,8 +1,8 @@
 #!/bin/bash
 # results/reproduce.py end to end at a tiny budget (run --smoke: 1 epoch on 256 images):
-# a supervised row, a DINO row with its k-NN and linear probe, the heatmap panels of both,
-# the epoch sweep of one row on the validation split, a time-to-accuracy row, and the report from
-# those records.
+# a supervised row, a DINO row with its k-NN and linear probe, the heatmap panels of both, the
+# epoch sweeps of one supervised row and of DINO (judged by k-NN) on the validation split, a
+# time-to-accuracy row, and the report from those records.
 # Checks that the script the paper table depends on works.
 #   tests/results/smoke.sh BIN_DIR
 set -euo pipefail
@@ -16,7 +16,7 @@ rows=deit_sima_relu_mlp,dino_xcit_sima
 $py "$root/results/reproduce.py" run --smoke "$dir" --rows $rows --seeds 0 --jobs 1
 $py "$root/results/reproduce.py" run --smoke "$dir" --rows tta_deit_sima --jobs 1
 $py "$root/results/reproduce.py" heatmaps --smoke "$dir" --rows $rows
-$py "$root/results/reproduce.py" sweep --smoke "$dir" --rows cvt_sima --jobs 1
+$py "$root/results/reproduce.py" sweep --smoke "$dir" --rows cvt_sima,dino_xcit_sima --jobs 1
 $py "$root/results/reproduce.py" report --records "$dir/records" --to "$dir/RESULTS.md"
 
 fail() { echo "smoke.sh: $*" >&2; exit 1; }
@@ -34,6 +34,11 @@ done
 grep -q '"val_top1"' "$dir/records/sweeps/cvt_sima_e2.json" || fail "the sweep record has no validation top-1"
 grep -q '"test_top1"' "$dir/records/sweeps/cvt_sima_e2.json" && fail "the sweep record read the test set"
 grep -q '^| cvt_sima | 2 | ' "$dir/RESULTS.md" || fail "the report has no sweep row"
+dsweep=$dir/records/sweeps/dino_xcit_sima_e2.json
+[ -f "$dsweep" ] || fail "no DINO sweep record"
+grep -q '"eval_split": "validation"' "$dsweep" || fail "the DINO sweep's k-NN did not score the validation split"
+grep -q '"val_top1"' "$dsweep" || fail "the DINO sweep record has no 20-NN top-1"
+grep -q '^| dino_xcit_sima | 2 | [0-9.]* | — (20-NN at the end) |' "$dir/RESULTS.md" || fail "the report has no DINO sweep row"
 tta=$dir/records/tta_deit_sima/s0.json
 [ -f "$tta" ] || fail "no time-to-accuracy record"
 grep -q '"val_top1"' "$tta" || fail "the time-to-accuracy record has no validation top-1"

@@ -67,9 +67,26 @@ with tempfile.TemporaryDirectory() as d:
     with open(bad, "w") as f:
         json.dump(c, f)
     check("sets data.validation" in refused(lambda: reproduce.final_plan("cvt_sima", bad)), "validation in final config")
-    # DINO rows have no sweep: their config's epochs, evaluated at the end.
-    p = reproduce.final_plan("dino_xcit_sima", os.path.join(reproduce.ROOT, "configs", "paper", "dino_xcit_sima.json"))
-    check(p["from"] == "config (no sweep)", "dino plan: %r" % p)
+    # DINO rows take DINO's own sweep, judged by the 20-NN of the teacher's features (the record's
+    # top-level val_top1; its epochs have no validation top-1): 10 -> 20 gains 0.25 < 0.3, converged at 10.
+    dcfg = os.path.join(reproduce.ROOT, "configs", "paper", "dino_xcit_xca.json")
+    check("the dino_xcit_sima sweep has not converged (next point: 10 epochs)" in
+          refused(lambda: reproduce.final_plan("dino_xcit_xca", dcfg)), "dino refused before its sweep")
+    for e, knn in ((10, 86.0), (20, 86.25)):
+        reproduce.write_json(sweep.record_path(d, "dino_xcit_sima", e),
+                             {"exit_code": 0, "cpu_s": 1.0, "val_top1": knn, "epochs": [{"epoch": e, "loss": 1.0}]})
+    check(sweep.final_top1(sweep.load(d, "dino_xcit_sima", 20)) == 86.25, "dino point's top-1")
+    check(sweep.status(d, "dino_xcit_sima")[:2] == (10, None), "dino sweep: %r" % (sweep.status(d, "dino_xcit_sima")[:2],))
+    p = reproduce.final_plan("dino_xcit_xca", dcfg)
+    check(p["epochs"] == 10 and "converged" in p["from"], "dino plan: %r" % p)
+    # A point whose k-NN failed has no top-1, and the report's sweep table still renders every point.
+    reproduce.write_json(sweep.record_path(d, "dino_xcit_sima", 40),
+                         {"exit_code": 1, "cpu_s": 1.0, "error": "k-NN evaluation failed", "epochs": []})
+    check(sweep.final_top1(sweep.load(d, "dino_xcit_sima", 40)) is None, "failed dino point")
+    import report_protocol  # noqa: E402
+    out = []
+    report_protocol.sweep_section(d, out)
+    check("| dino_xcit_sima | 20 | 86.25 | — (20-NN at the end) | +0.25 | " in "\n".join(out), "dino sweep rows: %r" % out)
     # Every row's architecture maps to the sweep that chooses its epochs.
     for row, _, kind, _ in reproduce.ROWS:
         if kind in ("train", "torch"):
@@ -83,12 +100,16 @@ with tempfile.TemporaryDirectory() as d:
     reproduce.write_json(sweep.record_path(d, "cvt_sima", 25), rec)
     for row, cpu in (("cvt_sima", 500.0), ("cvt_softmax", 1000.0)):
         reproduce.write_json(os.path.join(d, "pre_protocol", row, "s0.json"), {"cpu_s": cpu})
+    # DINO's pretraining at its sweep's CPU per epoch, scaled to 60 000 images, one seed: 80 s x 1.2 x 10.
+    reproduce.write_json(sweep.record_path(d, "dino_xcit_sima", 10),
+                         {"exit_code": 0, "cpu_s": 900.0, "val_top1": 85.0,
+                          "epochs": [{"epoch": i + 1, "epoch_cpu_seconds": 80.0} for i in range(10)]})
     rows = {"cvt_sima": ("cvt_sima", [1], "train", 3), "cvt_softmax": ("cvt_softmax", [1], "train", 3),
             "dino_xcit_sima": ("dino_xcit_sima", [6], "dino", 1), "deit_sima": ("deit_sima", [1], "train", 3),
             "tta_cvt_softmax": ("tta_cvt_softmax", ["tta"], "tta", 1)}
     total, counted, left = report_protocol.projected_cpu(d, rows)
     # A time-to-accuracy row: the sweep's 50 000 images (not scaled), its base row's pre-protocol ratio, one run.
-    check(abs(total - (120 * 25 * 3 + 240 * 25 * 3 + 200 * 25)) < 1e-6, "projected CPU %r" % total)
+    check(abs(total - (120 * 25 * 3 + 240 * 25 * 3 + 200 * 25 + 96 * 10)) < 1e-6, "projected CPU %r" % total)
     # A killed first sitting left no CPU; the sitting that finished ran 10 epochs for 1500 s: 150 s each.
     rec["sittings"] = [{"cpu_s": 2500.0, "resumed": True, "epochs_run": 10}]
     rec["cpu_s"] = 1500.0
@@ -97,7 +118,7 @@ with tempfile.TemporaryDirectory() as d:
     # The trainer's own per-epoch CPU, where the epochs carry it, comes first.
     rec["epochs"][3]["epoch_cpu_seconds"], rec["epochs"][4]["epoch_cpu_seconds"] = 90.0, 110.0
     check(report_protocol.cpu_per_epoch(rec) == 100.0, "CPU per epoch from the epochs' own figures")
-    check(counted == ["cvt_sima", "cvt_softmax", "tta_cvt_softmax"] and left == ["dino_xcit_sima", "deit_sima"],
+    check(counted == ["cvt_sima", "cvt_softmax", "dino_xcit_sima", "tta_cvt_softmax"] and left == ["deit_sima"],
           "%r %r" % (counted, left))
 
 # Speed rows over several rounds: each row's times are the medians over the rounds, and the ratios
