@@ -10,10 +10,13 @@
 // SIMA_THREAD_GOVERNOR=0 keeps the team fixed; OMP_WAIT_POLICY and GOMP_SPINCOUNT are the
 // user's, as libgomp reads them.
 #pragma once
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "core/ops/gemm.h"
 #include "core/thread_governor.h"
 
 namespace sima {
@@ -28,7 +31,13 @@ inline std::string omp_wait_policy() {
 }
 
 // The apps' threading, first thing in main(): the governor on unless SIMA_THREAD_GOVERNOR=0.
+// A SIMA_GEMM that names neither GEMM library stops the app here, with the message, before any
+// product could throw it from inside a parallel loop.
 inline void setup_app_threads() {
+  if (const std::string why = gemm_backend_problem(); !why.empty()) {
+    std::fprintf(stderr, "%s: error: %s\n", program_invocation_short_name, why.c_str());
+    std::exit(2);
+  }
   const char* g = std::getenv("SIMA_THREAD_GOVERNOR");
   if (g && std::strcmp(g, "0") == 0) return;
   enable_thread_governor();

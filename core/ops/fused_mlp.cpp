@@ -5,10 +5,10 @@
 //   a = act(h)              (R×H)   freed at the end of the forward
 //   y = a W2ᵀ + b2          (R×out)
 // Backward, from gy = dL/dy (R×out):
-//   a   = act(h)            recomputed
+//   a   = act(h), g = act'(h)   recomputed in one pass (GELU: one erf for both)
 //   dW2 = gyᵀ a   (out×H),  db2 = Σ_rows gy
 //   da  = gy W2   (R×H)     written over a (a is not needed after dW2)
-//   dh  = da ⊙ act'(h)      in place
+//   dh  = da ⊙ g            in place
 //   dW1 = dhᵀ x   (H×in),   db1 = Σ_rows dh,   dx = dh W1   (R×in)
 #include "core/ops/fused_mlp.h"
 
@@ -52,10 +52,25 @@ void bias_act(float* h, const float* b1, float* a, int64_t R, int64_t H) {
   });
 }
 
+// a = act(h) and g = act'(h) (n each), one pass sharing the transcendental work.
+template <class Fn>
+void act_and_grad(const float* h, float* a, float* g, int64_t n) {
+  parallel_for(n, kGrainTranscendental, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) a[i] = Fn::f_df(h[i], g[i]);
+  });
+}
+
 template <class Fn>
 void act_only(const float* h, float* a, int64_t n) {
   parallel_for(n, kGrainTranscendental, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) a[i] = Fn::f(h[i]);
+  });
+}
+
+// d (n) *= g (n), in place: da -> dh.
+void times(float* d, const float* g, int64_t n) {
+  parallel_for(n, kGrainElementwise, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) d[i] *= g[i];
   });
 }
 
@@ -90,15 +105,19 @@ Tensor fused_mlp_impl(const Tensor& x, const Tensor& w1, const Tensor& b1, const
                   rw2 = w2.requires_grad(), rb2 = b2.requires_grad()](const Tensor& gy) -> Grads {
     Tensor gx, gw1, gb1, gw2, gb2;
     Tensor s = empty({R, H});  // a, then da, then dh
+    const bool rin = rx || rw1 || rb1;
+    Tensor g = rw2 && rin ? empty({R, H}) : Tensor();  // act'(h), from the pass that makes a
     if (rw2) {
-      act_only<Fn>(h.data(), s.data(), R * H);                                 // a = act(h)
+      if (rin) act_and_grad<Fn>(h.data(), s.data(), g.data(), R * H);         // a = act(h), g = act'(h)
+      else act_only<Fn>(h.data(), s.data(), R * H);                            // a = act(h)
       gw2 = empty(w2s.shape());
       gemm(true, false, out, H, R, gy.data(), s.data(), 0.f, gw2.data());   // dW2 = gyᵀ a
     }
     if (rb2) gb2 = bias_grad(gy.data(), R, out);
-    if (rx || rw1 || rb1) {
+    if (rin) {
       gemm(false, false, R, H, out, gy.data(), w2s.data(), 0.f, s.data());  // da = gy W2
-      times_act_grad<Fn>(s.data(), h.data(), R * H);                         // dh = da ⊙ act'(h)
+      if (g.defined()) times(s.data(), g.data(), R * H);                     // dh = da ⊙ g
+      else times_act_grad<Fn>(s.data(), h.data(), R * H);                   // dh = da ⊙ act'(h)
       if (rw1) {
         gw1 = empty(w1s.shape());
         gemm(true, false, H, in, R, s.data(), xs.data(), 0.f, gw1.data());  // dW1 = dhᵀ x

@@ -1,4 +1,4 @@
-// One row-major GEMM through OpenBLAS (internal header for matmul, linear and conv).
+// One row-major GEMM (internal header for matmul, linear and conv).
 //
 //   C (m×n) = op(A) · op(B) + beta · C
 //
@@ -6,18 +6,23 @@
 // all contiguous row-major, so the leading dimensions follow from the shapes.
 // The transposes are BLAS flags: no transposed copy is ever made.
 //
-// Threads. OpenBLAS's own split of a product across threads gives different roundings at
+// Library. Each block below is one single-threaded call of oneDNN's dnnl_sgemm, or of
+// OpenBLAS's cblas_sgemm with SIMA_GEMM=openblas (gemm_backend.cpp). oneDNN's JIT kernels
+// (chosen at run time for the CPU) were 1.1-1.5x faster than OpenBLAS 0.3.21 on every shape
+// of the study's models, from 50×50×16 head products to 6400×192×64 projections
+// (docs/performance.md, "The GEMM library").
+//
+// Threads. A library's own split of a product across threads gives different roundings at
 // different thread counts, so a team that shrinks while other processes hold cores
 // (core/thread_governor.h) would change the results. A product big enough to be worth
 // splitting is therefore cut here into num_threads() blocks of C's rows (or columns, when
-// C is wider than tall), and each block is one single-threaded cblas_sgemm: the blocks,
+// C is wider than tall), and each block is one single-threaded GEMM: the blocks,
 // hence the bits, depend only on the requested thread count.
 #pragma once
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "core/flops.h"
 #include "core/parallel.h"
@@ -35,15 +40,21 @@ constexpr int64_t kGemmGrain = int64_t(1) << 16;
 constexpr int64_t kGemmSplitWork = int64_t(1) << 18;
 constexpr int64_t kGemmMinBlock = 16;
 
+enum class GemmBackend { OneDnn, OpenBlas };
+// The library every gemm() calls: SIMA_GEMM=onednn (the default) or openblas, read once; any
+// other value throws on the first product. gemm_backend_problem() says what is wrong with
+// SIMA_GEMM, or "" (the apps check it first thing, core/omp_wait.h).
+GemmBackend gemm_backend();
+std::string gemm_backend_problem();
+const char* gemm_backend_name(GemmBackend b);
+
 namespace detail {
-inline void sgemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
-                        const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, A,
-              static_cast<int>(std::max<int64_t>(1, lda)), B,
-              static_cast<int>(std::max<int64_t>(1, ldb)), beta, C,
-              static_cast<int>(std::max<int64_t>(1, ldc)));
-}
+// One single-threaded GEMM of a block (gemm_backend.cpp): the library never threads it itself.
+void sgemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// The same with a given library (tests and tests/bench/bench_gemm_backends compare the two).
+void sgemm_with(GemmBackend backend, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A,
+                int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 }  // namespace detail
 
 inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, const float* B,
@@ -62,7 +73,7 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float*
   const int64_t blocks = in_parallel() || m * n * k < kGemmSplitWork
                              ? 1
                              : std::min<int64_t>(num_threads(), cut / kGemmMinBlock);
-  if (blocks <= 1) {  // inside a chunk OpenBLAS runs single-threaded; else on the whole team
+  if (blocks <= 1) {  // one block, single-threaded like every block
     if (!in_parallel()) govern_threads();
     detail::sgemm_block(ta, tb, m, n, k, A, lda, B, ldb, beta, C, ldc);
     return;

@@ -1,6 +1,6 @@
 // Matrix products: matmul (batched, broadcast, transposes as BLAS flags) and linear.
 //
-// Every product here is cblas_sgemm on contiguous row-major matrices (gemm.h).
+// Every product here is one gemm() on contiguous row-major matrices (gemm.h).
 // Notation: op(A) = Aᵀ if trans_a else A, op(A) is M×K, op(B) is K×N, C is M×N.
 //
 // Backward of C = op(A)·op(B), from dL = Σ dC ⊙ dC_ij:

@@ -1,4 +1,4 @@
-// Matrix products through OpenBLAS (cblas_sgemm).
+// Matrix products (each one gemm(): oneDNN or OpenBLAS, core/ops/gemm.h).
 #pragma once
 #include "core/tensor.h"
 

@@ -2,9 +2,11 @@
 // batch broadcasting, gradchecks for every trans flag and broadcast pattern, gradients
 // of larger batched products against naive loops, and the errors.
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "core/ops/broadcast.h"
+#include "core/ops/gemm.h"
 #include "testing.h"
 
 using namespace sima;
@@ -125,6 +127,32 @@ TEST_CASE("matmul: large matrices (OpenBLAS threads) and many small ones (batch 
   }
   Tensor a = randn_leaf({64, 9, 7}, 3, false), b = randn_leaf({64, 5, 7}, 4, false);
   check_close(matmul(a, b, false, true), naive_matmul(a, b, false, true), 1e-5f, 1e-5f);
+}
+
+TEST_CASE("gemm: oneDNN and OpenBLAS agree with the naive loop, every flag, beta 0 over NaN and beta 1") {
+  // The study's shapes, from a head product to a projection, and ragged ones.
+  const int64_t shapes[][3] = {{50, 50, 16}, {50, 16, 50}, {7, 5, 3}, {1, 1, 1}, {640, 192, 64}, {192, 64, 640}, {33, 1, 9}};
+  uint64_t seed = 40;
+  for (const auto& s : shapes)
+    for (int flags = 0; flags < 4; ++flags)
+      for (GemmBackend backend : {GemmBackend::OneDnn, GemmBackend::OpenBlas}) {
+        const int64_t m = s[0], n = s[1], k = s[2];
+        const bool ta = flags & 1, tb = flags & 2;
+        CAPTURE(m);
+        CAPTURE(n);
+        CAPTURE(k);
+        CAPTURE(flags);
+        CAPTURE(gemm_backend_name(backend));
+        Tensor a = randn_leaf(ta ? Shape{k, m} : Shape{m, k}, seed++, false);
+        Tensor b = randn_leaf(tb ? Shape{n, k} : Shape{k, n}, seed++, false);
+        Tensor want = naive_matmul(a, b, ta, tb);
+        Tensor c = full({m, n}, std::numeric_limits<float>::quiet_NaN());  // beta 0: C is never read
+        detail::sgemm_with(backend, ta, tb, m, n, k, a.data(), ta ? m : k, b.data(), tb ? k : n, 0.f, c.data(), n);
+        CHECK(max_abs_diff(c, want) < 1e-4f);
+        detail::sgemm_with(backend, ta, tb, m, n, k, a.data(), ta ? m : k, b.data(), tb ? k : n, 1.f, c.data(), n);
+        CHECK(max_abs_diff(c, mul(want, 2.f)) < 2e-4f);  // beta 1 accumulates
+      }
+  CHECK((gemm_backend() == GemmBackend::OneDnn || gemm_backend() == GemmBackend::OpenBlas));
 }
 
 TEST_CASE("matmul: gradcheck for every flag and broadcast pattern") {

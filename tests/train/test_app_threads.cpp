@@ -69,6 +69,30 @@ TEST_CASE("sima-bench: the user's wait policy as set, the governor on unless SIM
   }
 }
 
+// SIMA_GEMM picks the library every product runs on (core/ops/gemm.h); sima-bench --json names it,
+// and a value that is neither library is refused with both names, not ignored.
+TEST_CASE("sima-bench: SIMA_GEMM chooses oneDNN (the default) or OpenBLAS, and refuses anything else") {
+  struct GemmEnv {
+    std::string saved;
+    bool had = false;
+    explicit GemmEnv(const char* v) {
+      if (const char* old = std::getenv("SIMA_GEMM")) had = true, saved = old;
+      v ? ::setenv("SIMA_GEMM", v, 1) : ::unsetenv("SIMA_GEMM");
+    }
+    ~GemmEnv() { had ? ::setenv("SIMA_GEMM", saved.c_str(), 1) : ::unsetenv("SIMA_GEMM"); }
+  };
+  for (const char* v : {static_cast<const char*>(nullptr), "onednn", "openblas"}) {
+    CAPTURE((v ? v : "(unset)"));
+    GemmEnv env(v);
+    CHECK(bench_json()["gemm"].get<std::string>() == std::string(v ? v : "onednn"));
+  }
+  GemmEnv env("mkl");
+  Run r = run_app(std::string("sima-bench model --batch 4 --reps 1 --json --model ") + kTinyModel);
+  CHECK(r.status != 0);
+  CHECK(r.err.find("SIMA_GEMM='mkl'") != std::string::npos);
+  CHECK(r.err.find("onednn (the default) or openblas") != std::string::npos);
+}
+
 TEST_CASE("sima-train: its run line names the wait policy and whether threads adapt") {
   TempDir d;
   const std::string cfg = d.file("tiny.json");

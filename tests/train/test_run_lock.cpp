@@ -2,7 +2,9 @@
 // naming the holder's pid; then real sima-train processes: two started together into one
 // --out (exactly one refused, naming the other's pid; the other's run intact and resumable),
 // a --resume of a running run refused, and a SIGKILLed holder leaving no stale lock.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,6 +95,56 @@ TEST_CASE("RunLock: a second lock on a locked folder fails naming the holder's p
   }
   CHECK_NOTHROW(RunLock again(dir.str()));  // released
   CHECK(error_message([&] { RunLock bad(dir.str() + "/no/such/folder"); }).find("cannot open") != std::string::npos);
+}
+
+namespace {
+
+// A child that takes the lock of `dir`, writes `note` into it, tells the parent through a pipe, and
+// holds it for `hold_ms` before exiting: a stand-in for gnuplot's fork outliving a killed run.
+pid_t hold_lock(const std::string& dir, const std::string& note, int hold_ms) {
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t child = ::fork();
+  if (child == 0) {  // async-signal-safe calls only
+    const int fd = ::open((dir + "/run.lock").c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd < 0 || ::flock(fd, LOCK_EX) != 0 || ::pwrite(fd, note.data(), note.size(), 0) < 0) ::_exit(1);
+    if (::write(ready[1], "x", 1) != 1) ::_exit(1);
+    ::usleep(useconds_t(hold_ms) * 1000);
+    ::_exit(0);
+  }
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  return child;
+}
+
+}  // namespace
+
+TEST_CASE("RunLock: a lock a dead run's child holds a moment longer is waited for; a live run's is refused at once") {
+  TempDir dir;
+  const pid_t gone = ::fork();  // a pid that no longer exists: a child that exited and was reaped
+  if (gone == 0) ::_exit(0);
+  REQUIRE(::waitpid(gone, nullptr, 0) == gone);
+  using clock = std::chrono::steady_clock;
+  const auto ms_since = [](clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(clock::now() - t).count();
+  };
+
+  pid_t child = hold_lock(dir.str(), "pid " + std::to_string(gone) + ": sima-train --out x\n", 300);
+  auto t0 = clock::now();
+  CHECK_NOTHROW(RunLock waited(dir.str()));
+  CHECK(ms_since(t0) >= 150.0);  // it waited for the child to let go
+  ::waitpid(child, nullptr, 0);
+
+  child = hold_lock(dir.str(), "pid " + std::to_string(::getpid()) + ": sima-train --out y\n", 3000);
+  t0 = clock::now();
+  const std::string msg = error_message([&] { RunLock refused(dir.str()); });
+  CHECK(msg.find("is in use by another run (pid " + std::to_string(::getpid()) + ": sima-train --out y") !=
+        std::string::npos);
+  CHECK(ms_since(t0) < 1500.0);  // a live holder: no waiting
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
 }
 
 TEST_CASE("sima-train: two runs started together into one folder: one refused naming the other, one intact") {

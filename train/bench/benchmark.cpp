@@ -272,7 +272,7 @@ json to_json(const ModelBenchResult& r) {
           {"latency_b1_ms", r.latency_b1_ms},
           {"train_gemm_gflop", r.train_gemm_gflop},
           {"train_gflop_per_s", r.train_gflop_per_s},
-          {"sgemm_peak_gflop_per_s", r.sgemm_peak_gflop_per_s},
+          {"sgemm_peak_gflop_per_s", r.sgemm_peak_gflop_per_s}, {"gemm", gemm_backend_name(gemm_backend())},
           {"fraction_of_sgemm_peak", r.sgemm_peak_gflop_per_s > 0 ? r.train_gflop_per_s / r.sgemm_peak_gflop_per_s : 0.0},
           {"peak_rss_mb", r.peak_rss_mb}};
 }

@@ -89,7 +89,8 @@ struct ModelBenchResult {
 ModelBenchResult bench_model(const ModelBenchConfig& cfg);
 nlohmann::json to_json(const ModelBenchResult& r);
 
-// GFLOP/s of cblas_sgemm on n×n×n at the current thread count (median of a few runs).
+// GFLOP/s of gemm() (the library in use, core/ops/gemm.h) on n×n×n at the current thread count
+// (median of a few runs).
 double measure_sgemm_peak(int64_t n = 1024, const TimingOptions& timing = {.warmup = 1, .reps = 5});
 // Peak resident memory of this process in MiB.
 double peak_rss_mb();

@@ -1,10 +1,12 @@
 #include "train/loop/run_lock.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -16,6 +18,8 @@
 namespace sima {
 
 namespace {
+
+constexpr int kLockTries = 40, kLockRetryMs = 50;  // a held lock is retried for 2 s
 
 // This process's command line, arguments separated by spaces.
 std::string own_command_line() {
@@ -41,14 +45,30 @@ std::string read_holder(const std::string& path) {
   return "an unknown process (the lock file is empty)";
 }
 
+// Whether the process a lock note names ("pid N: ...") still exists; true when the note names none.
+bool holder_alive(const std::string& note) {
+  long pid = 0;
+  if (std::sscanf(note.c_str(), "pid %ld:", &pid) != 1 || pid <= 0) return true;
+  return ::kill(pid_t(pid), 0) == 0 || errno == EPERM;
+}
+
 }  // namespace
 
 RunLock::RunLock(const std::string& dir) : path_(dir + "/run.lock") {
   // O_CLOEXEC: a child process (gnuplot for curves.png) must not inherit, and so keep, the lock.
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   check(fd_ >= 0, path_, ": cannot open the run folder's lock file (", std::strerror(errno), ")");
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
+  // A run killed a moment ago can leave a child that holds the lock a few ms longer: one forked
+  // to run gnuplot keeps every descriptor until its exec (which closes this one, opened
+  // O_CLOEXEC) or its exit once it sees its parent gone. So while the holder the note names is
+  // dead, the lock is retried for a while before it counts as another run's.
+  int err = 0;
+  for (int tries = 1;; ++tries) {
+    err = ::flock(fd_, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+    if (err != EWOULDBLOCK || tries >= kLockTries || holder_alive(read_holder(path_))) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(kLockRetryMs));
+  }
+  if (err != 0) {
     ::close(fd_);
     fd_ = -1;
     check(err == EWOULDBLOCK, path_, ": cannot lock the run folder (", std::strerror(err), ")");
