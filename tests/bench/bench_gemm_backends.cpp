@@ -1,6 +1,7 @@
 // bench_gemm_backends: oneDNN's dnnl_sgemm against OpenBLAS's cblas_sgemm, each single-threaded
 // as sima::gemm calls them (core/ops/gemm.h), on the products of the study's models at batch 128
-// (configs/paper/: DeiT 64 wide, XCiT 48 wide, CvT 16/32/64): projections, MLPs, their weight and
+// (configs/paper/: DeiT 64 wide, XCiT 48 wide, CvT 16/32/64) and of the DeiT-Tiny-style model
+// tests/bench/compare_pytorch.py times (192 wide, batch 64): projections, MLPs, their weight and
 // input gradients, and the per-head attention products. The two libraries alternate on the same
 // buffers; each time is the median over the runs.
 //
@@ -11,23 +12,15 @@
 #include <cstdlib>
 #include <vector>
 
+#include "bench_timing.h"
 #include "core/ops/gemm.h"
 #include "core/tensor.h"
 
 using namespace sima;
+using bench_timing::median;
+using bench_timing::now_ms;
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct Shape3 {
   const char* name;
@@ -49,6 +42,13 @@ int main(int argc, char** argv) {
       {"XCiT 48 qkv: x W^T", false, true, 128 * 49, 144, 48},
       {"XCiT head: qh^T kh (12x12)", true, false, 12, 12, 49},
       {"CvT stage-1 embed (im2col)", false, true, 128 * 49, 16, 49},
+      // DeiT-Tiny-style (192 wide, 3 heads, 65 tokens, batch 64): compare_pytorch.py's model.
+      {"DeiT-Tiny qkv: x W^T", false, true, 64 * 65, 576, 192},
+      {"DeiT-Tiny fc1: x W^T", false, true, 64 * 65, 768, 192},
+      {"DeiT-Tiny fc2: x W^T", false, true, 64 * 65, 192, 768},
+      {"DeiT-Tiny fc1 dW: g^T x", true, false, 768, 192, 64 * 65},
+      {"DeiT-Tiny fc2 dx: g W", false, false, 64 * 65, 768, 192},
+      {"DeiT-Tiny head: q k^T", false, true, 65, 65, 64},
   };
   std::printf("reps: %d (median), single-threaded calls\n", reps);
   std::printf("%-28s %7s %6s %6s %10s %10s %7s\n", "product", "m", "n", "k", "oneDNN ms", "OpenBLAS ms", "ratio");

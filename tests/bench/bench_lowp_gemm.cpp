@@ -20,24 +20,17 @@
 #include <functional>
 #include <vector>
 
+#include "bench_timing.h"
 #include "core/ops.h"
 #include "core/ops/lowp_gemm.h"
 #include "core/parallel.h"
 #include "nn/attention/sima.h"
 
 using namespace sima;
+using bench_timing::median;
+using bench_timing::now_ms;
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // op and the reference (the sgemm, or the float32 SimA core) alternately: 2 warm-ups, then `reps` timed runs each.
 void row(const char* name, double flops, int reps, const std::function<void()>& op, const std::function<void()>& ref) {

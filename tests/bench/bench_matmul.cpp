@@ -12,23 +12,15 @@
 #include <functional>
 #include <vector>
 
+#include "bench_timing.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 
 using namespace sima;
+using bench_timing::median;
+using bench_timing::now_ms;
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Times op() and direct() alternately: 2 warm-up runs each, then `reps` timed runs each.
 void bench(const char* name, double flops, int reps, const std::function<void()>& op,
