@@ -20,9 +20,9 @@ CONVERGED = 0.3          # points of validation top-1: doubling the epochs adds 
 SWEEP_SEED = 0
 # Each architecture's sweep row and the epoch counts tried, in order (each the double of the last).
 SWEEPS = {
-    "cvt_sima": [25, 50, 100],
-    "deit_sima": [25, 50, 100],
-    "xcit_sima": [25, 50, 100],
+    "cvt_sima": [25, 50, 100, 200],
+    "deit_sima": [25, 50, 100, 200],
+    "xcit_sima": [25, 50, 100, 200],
     # A DINO epoch (2 global + 6 local crops, student and teacher) costs about 4.5 supervised XCiT
     # epochs (docs/RESULTS.md, discussion), so its points start lower.
     "dino_xcit_sima": [10, 20, 40, 80],
