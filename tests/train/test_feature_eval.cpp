@@ -392,14 +392,22 @@ TEST_CASE("parse_int_list") {
 
 // ---- sima-eval --knn / --linear-probe -------------------------------------------------------
 
+namespace {
 
-TEST_CASE("sima-eval --features pixels --knn --linear-probe on a Fashion-MNIST subset agrees with the library") {
-  Run r = run_app(
-      "sima-eval --features pixels --data fashion_mnist --knn --k 1,20 --train-limit 2000 --limit 300 --linear-probe "
-      "--probe-epochs 3 --probe-lr 0.05 --seed 4 --workers 0 --json");
+// sima-eval's --json output of a run that must succeed (its stderr shown when it does not).
+nlohmann::json eval_json(const std::string& command) {
+  Run r = run_app(command);
   INFO("stderr: " << r.err);
   REQUIRE(r.status == 0);
-  const nlohmann::json j = nlohmann::json::parse(r.out);
+  return nlohmann::json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("sima-eval --features pixels --knn --linear-probe on a Fashion-MNIST subset agrees with the library") {
+  const nlohmann::json j = eval_json(
+      "sima-eval --features pixels --data fashion_mnist --knn --k 1,20 --train-limit 2000 --limit 300 --linear-probe "
+      "--probe-epochs 3 --probe-lr 0.05 --seed 4 --workers 0 --json");
   CHECK(j["features"] == "pixels");
   CHECK(j["data"] == "fashion_mnist");
   CHECK(j["train_count"] == 2000);
@@ -443,12 +451,9 @@ TEST_CASE("sima-eval --features pixels --knn --linear-probe on a Fashion-MNIST s
 }
 
 TEST_CASE("sima-eval --validation: the held-out training images are the queries, the rest the bank; no test image") {
-  Run r = run_app(
+  const nlohmann::json j = eval_json(
       "sima-eval --features pixels --data fashion_mnist --knn --k 1,20 --validation 10000 --validation-seed 3 "
       "--train-limit 1500 --limit 200 --seed 4 --workers 0 --json");
-  INFO("stderr: " << r.err);
-  REQUIRE(r.status == 0);
-  const nlohmann::json j = nlohmann::json::parse(r.out);
   CHECK(j["eval_split"] == "validation");
   CHECK(j["train_count"] == 1500);
   CHECK(j["test_count"] == 200);
@@ -488,11 +493,8 @@ TEST_CASE("sima-eval --knn --linear-probe on a tiny checkpoint's features") {
   TempDir dir;
   const std::string ckpt = dir.file("model.safetensors");
   save_checkpoint(ckpt, *model, {{"data", "fashion_mnist"}});
-  Run r = run_app("sima-eval --checkpoint " + ckpt +
-                  " --knn --k 5 --linear-probe --probe-epochs 2 --train-limit 300 --limit 60 --workers 0 --json");
-  INFO("stderr: " << r.err);
-  REQUIRE(r.status == 0);
-  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json j = eval_json("sima-eval --checkpoint " + ckpt +
+                                     " --knn --k 5 --linear-probe --probe-epochs 2 --train-limit 300 --limit 60 --workers 0 --json");
   CHECK(j["features"] == "model");
   CHECK(j["checkpoint"] == ckpt);
   CHECK(j["dim"] == 16);
