@@ -8,13 +8,12 @@
 // DINO self-supervised training, train/objectives/dino_trainer.h), and run.lock: one writer per folder
 // (train/loop/run_lock.h). Ctrl-C (SIGINT) or
 // SIGTERM finishes the current step, saves the train state and exits 130 with the command
-// that resumes.
+// that resumes; one thread takes both signals, none of the compute threads (train/loop/stop_signals.h).
 //
 // Under mpirun (mpirun -np P sima-train ...) the P ranks train one model data-parallel
 // (train/distributed/distributed.h): rank 0 prints and writes the run folder; a rank that fails
 // ends the job.
 #include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -27,11 +26,11 @@
 #include "train/config/experiment_config.h"
 #include "train/distributed/distributed.h"
 #include "train/objectives/dino_trainer.h"
+#include "train/loop/stop_signals.h"
 #include "train/objectives/trainer.h"
 
 namespace {
-std::atomic<bool> g_stop{false};
-extern "C" void on_signal(int) { g_stop.store(true); }
+const std::atomic<bool>* g_stop = nullptr;  // set by SIGINT / SIGTERM (train/loop/stop_signals.h)
 
 // How a run ended, for its last line.
 struct RunEnd {
@@ -46,7 +45,7 @@ struct RunEnd {
 // Prints the run's last line and returns the exit code: 130 after Ctrl-C / SIGTERM (with the
 // resume command), 0 otherwise. `done` is the line for a run that trained to its end.
 int report_end(const char* argv0, const RunEnd& e, const std::string& done) {
-  if (g_stop.load() && e.interrupted) {
+  if (g_stop->load() && e.interrupted) {
     std::fprintf(stderr, "sima-train: interrupted at step %lld; the train state is saved. Resume with:\n"
                  "  %s --out %s --resume\n", (long long)e.steps, argv0, e.run_dir.c_str());
     return 130;
@@ -65,6 +64,9 @@ int report_end(const char* argv0, const RunEnd& e, const std::string& done) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread starts, so every thread inherits SIGINT / SIGTERM blocked and only the
+  // waiting thread takes them (train/loop/stop_signals.h: oneDNN's kernels must not be interrupted).
+  g_stop = sima::stop_on_signals();
   sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
   using namespace sima;
   try {
@@ -109,15 +111,13 @@ int main(int argc, char** argv) {
       std::cout << experiment_to_json(cfg).dump(2) << "\n";
       return 0;
     }
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
     if (comm.size() > 1) {
       const std::string threads = set_threads_per_rank(comm);
       if (comm.is_main() && !cli.is_set("quiet"))
         std::printf("data parallel: %d ranks (MPI), %s\n", comm.size(), threads.c_str());
     }
     TrainerOptions opt{.run_dir = cli.get("out"), .resume = cli.is_set("resume"),
-                       .quiet = cli.is_set("quiet") || !comm.is_main(), .stop_flag = &g_stop};
+                       .quiet = cli.is_set("quiet") || !comm.is_main(), .stop_flag = g_stop};
     if (cfg.dino.enabled) {  // self-supervised: train/objectives/dino_trainer.h
       DinoTrainer dino(cfg, opt);
       DinoTrainResult r = dino.fit();
