@@ -40,6 +40,11 @@ def protocol_section(out):
         " refuses a final row whose config holds a validation split, and one whose architecture's sweep has"
         " not converged unless told `--allow-unconverged` (the record then says so).")
     out.append(
+        "- A run longer than a sitting is stopped with SIGTERM (it saves its train state mid-epoch) and"
+        " `reproduce.py park` copies that state into `results/runs/parked/`, committed with the records; the"
+        " next sitting, on any machine, resumes it from there bit for bit (`results/parked.py`). Its record"
+        " then lists every sitting's CPU time.")
+    out.append(
         "- The other settings are each config's in `configs/paper/` as they stand; they were not swept, which"
         " the discussion takes into account.")
     out.append(

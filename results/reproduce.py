@@ -6,6 +6,7 @@ docs/RESULTS.md from what the runs recorded, under the protocol at the top of th
     python3 results/reproduce.py sweep [--rows A,B] [--jobs 2]   # epoch sweeps, validation split
     python3 results/reproduce.py run [--rows A,B] [--seeds 0,1] [--jobs 2] [--threads 1]
     python3 results/reproduce.py heatmaps             # saliency panels from the seed-0 checkpoints
+    python3 results/reproduce.py park                 # cut-off runs' train states into results/runs/parked/
     python3 results/reproduce.py report               # docs/RESULTS.md from results/runs/
 
 `sweep` (results/sweep.py) trains each architecture's SimA row on 50 000 training images with
@@ -21,7 +22,8 @@ the validation split at two threads, alone), and writes one JSON record per run 
 (command, wall and CPU time, the test top-1, outcome). It refuses a row whose sweep has not
 converged unless given --allow-unconverged. Records are committed, so the table can be filled over
 several sittings; `run` never repeats a recorded run (delete its record to repeat it), and a run
-cut off by a killed sitting resumes from its train state. Runs go `--jobs` at a time with
+cut off by a killed sitting resumes from its train state, on another machine too once `park` has
+copied that state into results/runs/parked/ and it is committed (results/parked.py). Runs go `--jobs` at a time with
 `--threads` OpenMP threads each (2 x 1 by default on a 2-core machine: these models are too small
 to use two threads well).
 """
@@ -40,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sweep  # noqa: E402  (results/sweep.py: the protocol's epoch sweeps)
 import tta  # noqa: E402  (results/tta.py: time to accuracy per DeiT attention)
+import parked  # noqa: E402  (results/parked.py: cut-off runs carried between sittings)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = os.path.join(ROOT, "results", "runs")
@@ -48,6 +51,7 @@ BIN = os.environ.get("SIMA_BIN_DIR", os.path.join(ROOT, "build", "bin"))  # e.g.
 OUT = os.path.join(ROOT, "runs", "paper")  # run folders (not committed)
 SMOKE = []  # --smoke: extra sima-train/sima-eval flags for a tiny budget
 ALLOW_UNCONVERGED = False
+INTERRUPTED = 130  # sima-train's exit after SIGTERM / Ctrl-C, its train state saved: no record, park it
 TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3 with python3-torch (setup.sh), for the twin rows  # run --allow-unconverged: final runs at a sweep's longest point
 
 # (row, claims, kind, seeds). kind: train = supervised sima-train; dino = sima-train with a dino
@@ -262,12 +266,15 @@ def run_tta(row, out, env):
     base = tta.base_row(row)
     plan = final_plan(base, os.path.join(ROOT, "configs", "paper", base + ".json"))  # the epochs, or refused
     env = dict(env, OMP_NUM_THREADS=str(tta.THREADS))
+    parked.unpark(RUNS, out)
     resume = resumable(out, plan)  # a cut-off run of the same epochs has a train state
     if os.path.isdir(out) and not resume:
         shutil.rmtree(out)
     os.makedirs(os.path.dirname(out), exist_ok=True)
     argv = sweep.argv_for(BIN, ROOT, base, plan["epochs"], out, resume, SMOKE)
     code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"))
+    if code == INTERRUPTED:
+        return None
     rec = {"command": user_command(sweep.argv_for(BIN, ROOT, base, plan["epochs"], out, False, SMOKE), tta.THREADS),
            "threads": tta.THREADS, "split": "validation", "validation": sweep.VALIDATION, "epochs_from": plan["from"],
            "resumed": resume, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "exit_code": code,
@@ -288,8 +295,8 @@ def run_one(row, seed, threads):
         rec.update(run_bench(row, out, env))
         return rec
     if kind == "tta":
-        rec.update(run_tta(row, out, env))
-        return rec
+        tta_rec = run_tta(row, out, env)
+        return tta_rec and dict(rec, **tta_rec)
 
     twin = kind == "torch"  # the same config trained by the PyTorch twin, from Debian's /usr/bin/python3
     config = os.path.join(ROOT, "configs", "paper", (row[len("torch_twin_"):] if twin else row) + ".json")
@@ -297,12 +304,16 @@ def run_one(row, seed, threads):
     prog = [TORCH_PYTHON, os.path.join(ROOT, "results", "torch_twin.py"), "--threads", str(threads)] if twin else \
         [os.path.join(BIN, "sima-train")]
     argv = prog + ["--config", config, "--set", "train.seed=%d" % seed] + plan["sets"] + ["--out", out, "--quiet"] + SMOKE
+    if not twin:
+        parked.unpark(RUNS, out)
     resume = not twin and resumable(out, plan)  # the twin has no train state: a cut-off run starts over
     if os.path.isdir(out) and not resume:
         shutil.rmtree(out)  # a run cut off before its first save, or planned otherwise: start over
     os.makedirs(os.path.dirname(out), exist_ok=True)
     code, wall, cpu, last = run_logged(argv + (["--resume"] if resume else []), env,
                                        out + (".resume.log" if resume else ".log"))
+    if code == INTERRUPTED and not twin:
+        return None
     epochs = epoch_records(out)
     rec.update(command=user_command(argv, threads), wall_s=round(wall, 1), cpu_s=round(cpu, 1),
                exit_code=code, epochs_from=plan["from"], resumed=resume,
@@ -378,7 +389,12 @@ def cmd_run(args):
     def go(t):
         row, seed = t
         rec = run_one(row, seed, args.threads)
+        if rec is None:
+            with lock:
+                print("  %s seed %d: interrupted, its train state saved (`reproduce.py park` keeps it)" % t, flush=True)
+            return
         write_record(row, seed, rec)
+        parked.drop(RUNS, os.path.join(OUT, "%s_s%d" % (row, seed)))
         with lock:
             outcome = ("top-1 %.2f" % rec["top1"]) if "top1" in rec else rec.get("error", "done")
             print("  %s seed %d: %s, %.0f s wall, %.0f s CPU" % (row, seed, outcome, rec["wall_s"], rec["cpu_s"]),
@@ -391,10 +407,12 @@ def cmd_run(args):
 
 
 def run_sweep_point(row, epochs, threads):
-    """One sweep point: trains (or resumes) runs/paper/sweep_<row>_e<E> and returns its record.
-    CPU time adds up over the sittings that ran it (a sitting killed mid-way is not counted)."""
+    """One sweep point: trains (or resumes) runs/paper/sweep_<row>_e<E> and returns its record, or None
+    when the trainer was interrupted (SIGTERM). CPU time adds up over the sittings that ran it (one whose
+    script was killed too is not counted)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="passive")
     out = os.path.join(OUT, "sweep_%s_e%d" % (row, epochs))
+    parked.unpark(RUNS, out)
     resume = os.path.exists(os.path.join(out, "train_state.safetensors"))
     if os.path.isdir(out) and not resume:
         shutil.rmtree(out)  # cut off before its first save: start over
@@ -407,6 +425,8 @@ def run_sweep_point(row, epochs, threads):
     spent.append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "resumed": resume, "load_before": load_before,
                   "epochs_run": len(epoch_records(out)) - epochs_before})
     write_json(spent_path, spent)
+    if code == INTERRUPTED:
+        return None
     epochs_done = sweep.epoch_rows(epoch_records(out))
     rec = {"row": row, "epochs_planned": epochs, "seed": sweep.SWEEP_SEED, "split": "validation",
            "validation": sweep.VALIDATION, "validation_seed": sweep.VALIDATION_SEED, "commit": git_commit(),
@@ -466,7 +486,13 @@ def cmd_sweep(args):
                           flush=True)
                 return
             rec = run_sweep_point(row, nxt, args.threads)
+            if rec is None:
+                with lock:
+                    print("  %s %d epochs: interrupted, its train state saved (`reproduce.py park` keeps it)"
+                          % (row, nxt), flush=True)
+                return
             write_json(sweep.record_path(RUNS, row, nxt), rec)
+            parked.drop(RUNS, os.path.join(OUT, "sweep_%s_e%d" % (row, nxt)))
             with lock:
                 top1 = sweep.final_top1(rec)
                 print("  %s %d epochs: %s, %.0f s CPU" % (row, nxt, "val top-1 %.2f" % top1 if top1 is not None
@@ -544,6 +570,8 @@ if __name__ == "__main__":
     sp.add_argument("--jobs", type=int, default=2, help="rows at a time")
     sp.add_argument("--threads", type=int, default=1, help="OpenMP threads per run")
     sp.add_argument("--smoke", default="", metavar="DIR", help="check the script: 1 and 2 epochs, records under DIR")
+    kp = sub.add_parser("park", help="copy cut-off runs' train states into results/runs/parked/ (results/parked.py)")
+    kp.add_argument("--smoke", default="", metavar="DIR", help="the runs of run/sweep --smoke DIR")
     hp = sub.add_parser("heatmaps")
     hp.add_argument("--rows", default="", help="comma-separated rows (default: %s)" % ",".join(HEATMAP_ROWS))
     hp.add_argument("--smoke", default="", metavar="DIR", help="the checkpoints of run --smoke DIR; output under DIR")
@@ -559,6 +587,12 @@ if __name__ == "__main__":
         cmd_sweep(a)
     elif a.cmd == "heatmaps":
         cmd_heatmaps(a)
+    elif a.cmd == "park":
+        if a.smoke:
+            use_smoke_dir(a.smoke)
+        names = parked.park(RUNS, OUT)
+        print("reproduce.py: parked %d cut-off run(s) in %s%s" % (len(names), os.path.join(RUNS, "parked"),
+                                                                   "".join("\n  " + n for n in names)))
     else:
         if a.records:
             RUNS = a.records

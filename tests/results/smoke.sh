@@ -2,7 +2,9 @@
 # results/reproduce.py end to end at a tiny budget (run --smoke: 1 epoch on 256 images):
 # a supervised row, a DINO row with its k-NN and linear probe, the heatmap panels of both, the
 # epoch sweeps of one supervised row and of DINO (judged by k-NN) on the validation split, a
-# time-to-accuracy row, and the report from those records.
+# time-to-accuracy row, and the report from those records. Then a sweep point cut off by SIGTERM,
+# parked (reproduce.py park), its run folder deleted as on a fresh machine, and resumed from the
+# parked state by the next sweep.
 # Checks that the script the paper table depends on works.
 #   tests/results/smoke.sh BIN_DIR
 set -euo pipefail
@@ -46,4 +48,29 @@ grep -q '"test_top1"' "$tta" && fail "the time-to-accuracy run read the test set
 grep -q '"threads": 2' "$tta" || fail "the time-to-accuracy run did not run at 2 threads"
 grep -q '^| SimA (ℓ1) | 1 | [0-9]* | ' "$dir/RESULTS.md" || fail "the report has no time-to-accuracy row"
 grep -q '^\*\*dino_xcit_sima\*\* (layer' "$dir/RESULTS.md" || fail "the report has no heatmap panels"
-echo "smoke.sh: reproduce.py run, heatmaps and report work"
+
+# Cut off, parked, resumed elsewhere: cut_trainer.sh stops the first run with SIGTERM mid-epoch.
+wrap=$dir/wrapbin
+mkdir -p "$wrap"
+ln -s "$bin/sima-eval" "$bin/sima-bench" "$wrap/"
+ln -s "$root/tests/results/cut_trainer.sh" "$wrap/sima-train"
+export SIMA_REAL_BIN=$bin SIMA_CUT_MARKER=$dir/cut
+point=$dir/runs/sweep_deit_sima_e1
+SIMA_BIN_DIR=$wrap $py "$root/results/reproduce.py" sweep --smoke "$dir" --rows deit_sima --jobs 1 | tee "$dir/cut.txt"
+grep -q "deit_sima 1 epochs: interrupted" "$dir/cut.txt" || fail "the cut-off sweep point was not reported as interrupted"
+[ -f "$dir/records/sweeps/deit_sima_e1.json" ] && fail "a cut-off sweep point got a record"
+$py "$root/results/reproduce.py" park --smoke "$dir"
+parked=$dir/records/parked/sweep_deit_sima_e1
+for f in train_state.safetensors config.json metrics.jsonl spent.json; do
+  [ -f "$parked/$f" ] || fail "park did not keep $f"
+done
+[ -e "$dir/records/parked/sweep_cvt_sima_e2" ] && fail "park kept a finished run"
+rm -rf "$point" "$point.spent.json"  # a fresh machine: only the records (and the parked state) remain
+SIMA_BIN_DIR=$wrap $py "$root/results/reproduce.py" sweep --smoke "$dir" --rows deit_sima --jobs 1
+rec=$dir/records/sweeps/deit_sima_e1.json
+[ -f "$rec" ] || fail "the parked sweep point did not finish"
+[ -f "$point.resume.log" ] || fail "the parked sweep point started over instead of resuming"
+$py -c 'import json, sys; s = json.load(open(sys.argv[1]))["sittings"]
+assert len(s) == 2 and not s[0]["resumed"] and s[1]["resumed"], s' "$rec" || fail "the record does not carry both sittings"
+[ -e "$parked" ] && fail "the parked copy outlived its record"
+echo "smoke.sh: reproduce.py run, heatmaps, report, and park/resume work"

@@ -1,0 +1,83 @@
+"""Runs longer than a sitting: their last train state, parked in the repository between sittings.
+
+Run folders (runs/paper/<name>) are not committed, so a machine that starts afresh would lose every
+run cut off at the end of a sitting and start it over. `reproduce.py park` copies what resuming
+needs from each cut-off folder into results/runs/parked/<name>/, to be committed with the records:
+
+    train_state.safetensors   weights, optimizer moments, EMA, step and RNG (what --resume reads)
+    best.safetensors          the best weights so far (the trainer keeps the best across a resume)
+    config.json               the resolved config (--resume refuses a different one)
+    metrics.jsonl             the records so far (cut back to the state's step on resume)
+    spent.json                the sittings so far (sweep points: their CPU adds up over sittings)
+
+The next `sweep` or `run` unparks a folder before it decides whether to resume, so the run goes on
+from the parked step, bit for bit as if it had never stopped (resume is byte-exact). A run that
+ends with its record drops its parked copy. Stop the trainer first (SIGTERM: it saves its state
+mid-epoch and exits), so the files are one consistent save.
+"""
+import json
+import os
+import shutil
+
+FILES = ("train_state.safetensors", "best.safetensors", "config.json", "metrics.jsonl")
+SPENT = "spent.json"  # parked copy of runs/paper/<name>.spent.json
+
+
+def parked_dir(records, out):
+    return os.path.join(records, "parked", os.path.basename(os.path.normpath(out)))
+
+
+def park(records, out_root):
+    """Copies every cut-off run folder under out_root (a train state, no finished record) into
+    records/parked/; returns the names parked. A folder already parked is refreshed."""
+    names = []
+    for name in sorted(os.listdir(out_root)) if os.path.isdir(out_root) else []:
+        out = os.path.join(out_root, name)
+        if not os.path.isfile(os.path.join(out, "train_state.safetensors")) or finished(out):
+            continue
+        dst = parked_dir(records, out)
+        tmp = dst + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        for f in FILES:
+            if os.path.isfile(os.path.join(out, f)):
+                shutil.copyfile(os.path.join(out, f), os.path.join(tmp, f))
+        if os.path.isfile(out + ".spent.json"):
+            shutil.copyfile(out + ".spent.json", os.path.join(tmp, SPENT))
+        shutil.rmtree(dst, ignore_errors=True)
+        os.replace(tmp, dst)  # never half a parked folder
+        names.append(name)
+    return names
+
+
+def finished(out):
+    """The trainer has logged its last epoch (an epoch record with the config's epoch count)."""
+    try:
+        with open(os.path.join(out, "config.json")) as f:
+            epochs = json.load(f)["train"]["epochs"]
+        with open(os.path.join(out, "metrics.jsonl")) as f:
+            done = [r.get("epoch") for r in map(json.loads, f) if r.get("kind") == "epoch"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return epochs in done
+
+
+def unpark(records, out):
+    """Restores a parked run into out when out has no train state of its own; returns True if it did."""
+    src = parked_dir(records, out)
+    if os.path.isfile(os.path.join(out, "train_state.safetensors")) or \
+            not os.path.isfile(os.path.join(src, "train_state.safetensors")):
+        return False
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    for f in FILES:
+        if os.path.isfile(os.path.join(src, f)):
+            shutil.copyfile(os.path.join(src, f), os.path.join(out, f))
+    if os.path.isfile(os.path.join(src, SPENT)):
+        shutil.copyfile(os.path.join(src, SPENT), out + ".spent.json")
+    return True
+
+
+def drop(records, out):
+    """The run has its record: its parked copy is no longer needed."""
+    shutil.rmtree(parked_dir(records, out), ignore_errors=True)
