@@ -14,8 +14,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 
 #include "core/error.h"
+#include "core/ops/activation_fns.h"
 #include "core/ops/gemm.h"
 #include "core/parallel.h"
 
@@ -37,10 +39,41 @@ Dnnl& dnnl_ctx() {
 }
 
 // A matmul primitive for src (M, K) and weights (K, N) in the given types, weights packed as
-// oneDNN prefers; throws dnnl::error when no implementation exists on this CPU.
-dnnl::matmul::primitive_desc matmul_pd(int64_t M, int64_t K, int64_t N, dt src, dt wei, dt dst) {
+// oneDNN prefers, with a float32 bias (N) added as it stores when `bias`; throws dnnl::error when
+// no implementation exists on this CPU.
+dnnl::matmul::primitive_desc matmul_pd(int64_t M, int64_t K, int64_t N, dt src, dt wei, dt dst, bool bias = false) {
   memory::desc a({M, K}, src, tag::ab), w({K, N}, wei, tag::any), c({M, N}, dst, tag::ab);
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, c), dnnl_ctx().eng);
+  if (!bias) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, c), dnnl_ctx().eng);
+  memory::desc b({1, N}, dt::f32, tag::ab);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, b, c), dnnl_ctx().eng);
+}
+
+// The activation of an MLP's hidden layer as a functor (activation_fns.h), or none: f(v) = v.
+template <class F>
+void with_act(const MlpActivation* act, F&& f) {
+  if (!act) return f(IdentityFn{});
+  switch (*act) {
+    case MlpActivation::Gelu: return f(GeluFn{});
+    case MlpActivation::QuickGelu: return f(QuickGeluFn{});
+    case MlpActivation::Relu: return f(ReluFn{});
+  }
+}
+
+// y (M×N) = act(y + b) in one pass; b may be null (no bias), act null (none).
+void bias_act(float* y, int64_t M, int64_t N, const float* b, const MlpActivation* act) {
+  if (!b && !act) return;
+  with_act(act, [&](auto fn) {
+    using Fn = decltype(fn);
+    parallel_for(M, grain_for(act ? kGrainTranscendental : kGrainElementwise, N), [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m) {
+        float* ym = y + m * N;
+        if (b)
+          for (int64_t n = 0; n < N; ++n) ym[n] = Fn::f(ym[n] + b[n]);
+        else
+          for (int64_t n = 0; n < N; ++n) ym[n] = Fn::f(ym[n]);
+      }
+    });
+  });
 }
 
 // Σ_k q[r,k] for every row r of q (rows × cols)
@@ -78,6 +111,8 @@ struct LowpLinear::Impl {
   std::vector<float> wf;       // F32: W as it is (out, in), packed by oneDNN in the plan
   std::vector<float> bias;     // (out) or empty
   std::vector<float> zeros_;   // (out) zeros: the bias of a Linear without one
+  // F32 and native BF16: the primitive adds the bias as it stores (none when bias is empty).
+  bool bias_in_primitive() const { return !bias.empty() && (p == Precision::F32 || (p == Precision::BF16 && bf16_native())); }
   struct Plan {
     dnnl::matmul prim;
     memory weights;  // packed for prim
@@ -86,10 +121,11 @@ struct LowpLinear::Impl {
   mutable std::mutex mu;
 
   const Plan& plan(int64_t M) const;
-  void forward_int8(const float* x, int64_t M, float* y) const;
-  void forward_bf16(const float* x, int64_t M, float* y) const;
-  void forward_f32(const float* x, int64_t M, float* y) const;
-  void add_bias(float* y, int64_t M) const;
+  // y (M, out) = act(x Wᵀ + b); act null: none
+  void forward_int8(const float* x, int64_t M, float* y, const MlpActivation* act) const;
+  void forward_bf16(const float* x, int64_t M, float* y, const MlpActivation* act) const;
+  void forward_f32(const float* x, int64_t M, float* y, const MlpActivation* act) const;
+  void run(const Plan& pl, const memory& a, float* y, int64_t M) const;  // the primitive: y = a Wᵀ (+ b)
 };
 
 const LowpLinear::Impl::Plan& LowpLinear::Impl::plan(int64_t M) const {
@@ -98,7 +134,7 @@ const LowpLinear::Impl::Plan& LowpLinear::Impl::plan(int64_t M) const {
   if (plans.size() >= 8) plans.clear();  // a few row counts are normal; many are a caller's loop
   const bool i8 = p == Precision::Int8, f32 = p == Precision::F32;
   const dt w_type = i8 ? dt::s8 : f32 ? dt::f32 : dt::bf16;
-  auto pd = matmul_pd(M, in, out, i8 ? dt::u8 : w_type, w_type, i8 ? dt::s32 : dt::f32);
+  auto pd = matmul_pd(M, in, out, i8 ? dt::u8 : w_type, w_type, i8 ? dt::s32 : dt::f32, bias_in_primitive());
   Plan plan{dnnl::matmul(pd), memory()};
   for (auto& [m, other] : plans)  // the same packed layout: share the packed weights
     if (other.weights.get_desc() == pd.weights_desc()) plan.weights = other.weights;
@@ -112,8 +148,8 @@ const LowpLinear::Impl::Plan& LowpLinear::Impl::plan(int64_t M) const {
   return plans.emplace(M, std::move(plan)).first->second;
 }
 
-// y (M, out) = dequant(x_q (M, in) · W_qᵀ) + b
-void LowpLinear::Impl::forward_int8(const float* x, int64_t M, float* y) const {
+// y (M, out) = act(dequant(x_q (M, in) · W_qᵀ) + b)
+void LowpLinear::Impl::forward_int8(const float* x, int64_t M, float* y, const MlpActivation* act) const {
   const int Q = int8_input_range();
   std::unique_ptr<uint8_t[]> xq(new uint8_t[M * in]);  // uninitialised: written in full below
   std::unique_ptr<int32_t[]> acc(new int32_t[M * out]);
@@ -127,53 +163,49 @@ void LowpLinear::Impl::forward_int8(const float* x, int64_t M, float* y) const {
   c.st.wait();
   const int32_t Z = Q + 1;  // the zero point's share of sum n is Z Σ_k W_q[n,k] (quantize.h)
   const std::vector<float>& b = bias.empty() ? zeros_ : bias;
-  parallel_for(M, grain_for(kGrainElementwise, out), [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      const int32_t* am = acc.get() + m * out;
-      float* ym = y + m * out;
-      for (int64_t n = 0; n < out; ++n)
-        ym[n] = static_cast<float>(am[n] - Z * wsum[n]) * (sx[m] * scale[n]) + b[n];
-    }
+  with_act(act, [&](auto fn) {
+    using Fn = decltype(fn);
+    parallel_for(M, grain_for(act ? kGrainTranscendental : kGrainElementwise, out), [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m) {
+        const int32_t* am = acc.get() + m * out;
+        float* ym = y + m * out;
+        for (int64_t n = 0; n < out; ++n)
+          ym[n] = Fn::f(static_cast<float>(am[n] - Z * wsum[n]) * (sx[m] * scale[n]) + b[n]);
+      }
+    });
   });
 }
 
-// y (M, out) = bf16(x) · bf16(W)ᵀ + b, float32 sums
-void LowpLinear::Impl::forward_bf16(const float* x, int64_t M, float* y) const {
+void LowpLinear::Impl::run(const Plan& pl, const memory& a, float* y, int64_t M) const {
+  auto& c = dnnl_ctx();
+  memory d(memory::desc({M, out}, dt::f32, tag::ab), c.eng, y);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, pl.weights}, {DNNL_ARG_DST, d}};
+  if (bias_in_primitive())
+    args[DNNL_ARG_BIAS] = memory(memory::desc({1, out}, dt::f32, tag::ab), c.eng, const_cast<float*>(bias.data()));
+  pl.prim.execute(c.st, args);
+  c.st.wait();
+}
+
+// y (M, out) = act(bf16(x) · bf16(W)ᵀ + b), float32 sums
+void LowpLinear::Impl::forward_bf16(const float* x, int64_t M, float* y, const MlpActivation* act) const {
   if (bf16_native()) {
-    std::vector<uint16_t> xb(static_cast<size_t>(M * in));
-    for (int64_t i = 0; i < M * in; ++i) xb[i] = float_to_bf16_bits(x[i]);
-    const Plan& pl = plan(M);
-    auto& c = dnnl_ctx();
-    memory a(memory::desc({M, in}, dt::bf16, tag::ab), c.eng, xb.data());
-    memory d(memory::desc({M, out}, dt::f32, tag::ab), c.eng, y);
-    pl.prim.execute(c.st, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, pl.weights}, {DNNL_ARG_DST, d}});
-    c.st.wait();
+    std::unique_ptr<uint16_t[]> xb(new uint16_t[M * in]);  // uninitialised: written in full below
+    floats_to_bf16_bits(x, xb.get(), M * in);
+    run(plan(M), memory(memory::desc({M, in}, dt::bf16, tag::ab), dnnl_ctx().eng, xb.get()), y, M);
+    bias_act(y, M, out, nullptr, act);  // the primitive added the bias
   } else {
     std::vector<float> xr(static_cast<size_t>(M * in));
     for (int64_t i = 0; i < M * in; ++i) xr[i] = round_to_bf16(x[i]);
     gemm(false, true, M, out, in, xr.data(), wr.data(), 0.f, y);
+    bias_act(y, M, out, bias.empty() ? nullptr : bias.data(), act);
   }
-  add_bias(y, M);
 }
 
 // y (M, out) = x · Wᵀ + b in float32, W packed once by oneDNN: at small M the sgemm's packing of
 // W at every call is a fifth of the product's time, which this saves (docs/performance.md §4).
-void LowpLinear::Impl::forward_f32(const float* x, int64_t M, float* y) const {
-  const Plan& pl = plan(M);
-  auto& c = dnnl_ctx();
-  memory a(memory::desc({M, in}, dt::f32, tag::ab), c.eng, const_cast<float*>(x));
-  memory d(memory::desc({M, out}, dt::f32, tag::ab), c.eng, y);
-  pl.prim.execute(c.st, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, pl.weights}, {DNNL_ARG_DST, d}});
-  c.st.wait();
-  add_bias(y, M);
-}
-
-void LowpLinear::Impl::add_bias(float* y, int64_t M) const {
-  if (bias.empty()) return;
-  parallel_for(M, grain_for(kGrainElementwise, out), [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m)
-      for (int64_t n = 0; n < out; ++n) y[m * out + n] += bias[n];
-  });
+void LowpLinear::Impl::forward_f32(const float* x, int64_t M, float* y, const MlpActivation* act) const {
+  run(plan(M), memory(memory::desc({M, in}, dt::f32, tag::ab), dnnl_ctx().eng, const_cast<float*>(x)), y, M);
+  bias_act(y, M, out, nullptr, act);  // the primitive added the bias
 }
 
 LowpLinear::LowpLinear(Precision p, const Tensor& weight, const Tensor& bias) : impl_(std::make_shared<Impl>()) {
@@ -192,7 +224,7 @@ LowpLinear::LowpLinear(Precision p, const Tensor& weight, const Tensor& bias) : 
     I.wsum = row_sums(I.q, I.out, I.in);
   } else if (bf16_native()) {
     I.wb.resize(static_cast<size_t>(I.out * I.in));
-    for (int64_t i = 0; i < I.out * I.in; ++i) I.wb[i] = float_to_bf16_bits(w[i]);
+    floats_to_bf16_bits(w, I.wb.data(), I.out * I.in);
   } else {
     I.wr.resize(static_cast<size_t>(I.out * I.in));
     for (int64_t i = 0; i < I.out * I.in; ++i) I.wr[i] = round_to_bf16(w[i]);
@@ -226,7 +258,10 @@ LowpLinear::LowpLinear(std::vector<int8_t> q, std::vector<float> scale, int64_t 
   I.zeros_.assign(static_cast<size_t>(out), 0.f);
 }
 
-Tensor LowpLinear::forward(const Tensor& x) const {
+Tensor LowpLinear::forward(const Tensor& x) const { return forward_impl(x, nullptr); }
+Tensor LowpLinear::forward(const Tensor& x, MlpActivation act) const { return forward_impl(x, &act); }
+
+Tensor LowpLinear::forward_impl(const Tensor& x, const MlpActivation* act) const {
   const Impl& I = *impl_;
   check(x.defined() && x.dim() >= 1 && x.size(-1) == I.in, "LowpLinear: input ", x.shape(), " does not end in ",
         I.in, " features");
@@ -236,9 +271,9 @@ Tensor LowpLinear::forward(const Tensor& x) const {
   Tensor y = empty(ys);
   if (M == 0) return y;
   try {
-    if (I.p == Precision::Int8) I.forward_int8(x.data(), M, y.data());
-    else if (I.p == Precision::F32) I.forward_f32(x.data(), M, y.data());
-    else I.forward_bf16(x.data(), M, y.data());
+    if (I.p == Precision::Int8) I.forward_int8(x.data(), M, y.data(), act);
+    else if (I.p == Precision::F32) I.forward_f32(x.data(), M, y.data(), act);
+    else I.forward_bf16(x.data(), M, y.data(), act);
   } catch (const dnnl::error& e) {
     fail("LowpLinear (", precision_name(I.p), ", ", I.in, " -> ", I.out, "): oneDNN: ", e.what());
   }

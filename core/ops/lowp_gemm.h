@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/ops/fused_mlp.h"
 #include "core/ops/quantize.h"
 #include "core/tensor.h"
 
@@ -32,6 +33,9 @@ class LowpLinear {
   LowpLinear(std::vector<int8_t> q, std::vector<float> scale, int64_t out, int64_t in, const Tensor& bias);
 
   Tensor forward(const Tensor& x) const;  // (..., in) -> (..., out)
+  // act(x Wᵀ + b) with the activation applied in the pass that finishes the product (an MLP's
+  // fc1: nn/mlp.cpp), the same function as the float32 activation.
+  Tensor forward(const Tensor& x, MlpActivation act) const;
   Precision precision() const;
   int64_t in_features() const;
   int64_t out_features() const;
@@ -39,6 +43,7 @@ class LowpLinear {
   const std::vector<float>& weight_scale() const;  // (out), Int8 only
 
  private:
+  Tensor forward_impl(const Tensor& x, const MlpActivation* act) const;
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };

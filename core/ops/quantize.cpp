@@ -58,20 +58,36 @@ inline float round_even(float x) {
   constexpr float kMagic = 12582912.f;  // 1.5 · 2^23
   return (x + kMagic) - kMagic;
 }
+
+// max_k |x[k]|: with the sign bit cleared, non-negative floats order as their bits do, so the
+// maximum is an integer one, which vectorises (a float max reduction does not without -ffast-math).
+// A NaN orders above inf and comes out as the maximum.
+float abs_max(const float* x, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t k = 0; k < n; ++k) m = std::max(m, std::bit_cast<uint32_t>(x[k]) & 0x7fffffffu);
+  return std::bit_cast<float>(m);
+}
+
+// q[k] = round_even(clamp(x[k] · inv, -Q, Q)) + zero for k < n, written as T (the clamp as two
+// selects and the conversion through int32, so the loop vectorises).
+template <class T>
+void quantize_row(const float* x, int64_t n, float inv, float Q, int32_t zero, T* q) {
+  for (int64_t k = 0; k < n; ++k) {
+    float v = x[k] * inv;
+    v = v < -Q ? -Q : v;
+    v = v > Q ? Q : v;
+    q[k] = static_cast<T>(static_cast<int32_t>(round_even(v)) + zero);
+  }
+}
 }  // namespace
 
 void quantize_rows_u8(const float* x, int64_t rows, int64_t cols, int64_t ld, int Q, uint8_t* q, float* scale) {
   parallel_for(rows, grain_for(kGrainElementwise, cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = x + r * ld;
-      float amax = 0.f;
-      for (int64_t k = 0; k < cols; ++k) amax = std::max(amax, std::fabs(xr[k]));
+      const float amax = abs_max(x + r * ld, cols);
       const float s = amax > 0.f ? amax / static_cast<float>(Q) : 1.f;
-      const float inv = 1.f / s, lo = static_cast<float>(-Q), hi = static_cast<float>(Q);
-      const int32_t zero = Q + 1;
-      uint8_t* qr = q + r * cols;
-      for (int64_t k = 0; k < cols; ++k)  // round half to even, then shift into [1, 2Q + 1]
-        qr[k] = static_cast<uint8_t>(static_cast<int32_t>(round_even(std::clamp(xr[k] * inv, lo, hi))) + zero);
+      // rounded half to even, then shifted into [1, 2Q + 1]
+      quantize_row(x + r * ld, cols, 1.f / s, static_cast<float>(Q), Q + 1, q + r * cols);
       scale[r] = s;
     }
   });
@@ -80,13 +96,9 @@ void quantize_rows_u8(const float* x, int64_t rows, int64_t cols, int64_t ld, in
 void quantize_rows_s8(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scale) {
   parallel_for(rows, grain_for(kGrainElementwise, cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const float* wr = w + r * cols;
-      float amax = 0.f;
-      for (int64_t k = 0; k < cols; ++k) amax = std::max(amax, std::fabs(wr[k]));
-      const float s = amax > 0.f ? amax / 127.f : 1.f, inv = 1.f / s;
-      int8_t* qr = q + r * cols;
-      for (int64_t k = 0; k < cols; ++k)
-        qr[k] = static_cast<int8_t>(static_cast<int32_t>(round_even(std::clamp(wr[k] * inv, -127.f, 127.f))));
+      const float amax = abs_max(w + r * cols, cols);
+      const float s = amax > 0.f ? amax / 127.f : 1.f;
+      quantize_row(w + r * cols, cols, 1.f / s, 127.f, 0, q + r * cols);
       scale[r] = s;
     }
   });
@@ -97,6 +109,17 @@ uint16_t float_to_bf16_bits(float x) {
   if (std::isnan(x)) return static_cast<uint16_t>((u >> 16) | 0x40);  // a quiet NaN
   const uint32_t rounding = 0x7fff + ((u >> 16) & 1);                  // to nearest, ties to even
   return static_cast<uint16_t>((u + rounding) >> 16);
+}
+
+void floats_to_bf16_bits(const float* x, uint16_t* y, int64_t n) {
+  parallel_for(n, kGrainElementwise, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const uint32_t u = std::bit_cast<uint32_t>(x[i]);
+      const uint32_t rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
+      const uint32_t quiet = (u >> 16) | 0x40;
+      y[i] = static_cast<uint16_t>(x[i] != x[i] ? quiet : rounded);  // NaN: a quiet NaN, as above
+    }
+  });
 }
 
 float round_to_bf16(float x) {

@@ -42,5 +42,8 @@ void quantize_rows_s8(const float* w, int64_t rows, int64_t cols, int8_t* q, flo
 // float32 -> bfloat16 -> float32, rounding to nearest even (NaN stays NaN).
 float round_to_bf16(float x);
 uint16_t float_to_bf16_bits(float x);
+// y[i] = float_to_bf16_bits(x[i]) for i < n: the same rounding, branch-free so it vectorises,
+// split across the threads (the bf16 GEMMs convert every input with it).
+void floats_to_bf16_bits(const float* x, uint16_t* y, int64_t n);
 
 }  // namespace sima

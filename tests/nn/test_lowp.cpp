@@ -3,17 +3,22 @@
 //   sums through oneDNN are exact (no int16 saturation on AVX2), the scales and the bias right;
 // - int8 / bf16 against float32 within the stated bounds; int8_bmm and SimA's int8 core too;
 // - a Linear with lowp set runs float32, bit for bit, whenever a gradient is asked for;
-// - bad precision names and bad stored weights are clear errors.
+// - bad precision names and bad stored weights are clear errors;
+// - the vectorised bf16 conversion, bf16 products against float32 on rounded operands, and an
+//   MLP's activation fused into fc1's low-precision product against the modules one by one.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/autograd.h"
+#include "core/ops/activation.h"
 #include "core/ops/lowp_gemm.h"
 #include "core/ops/matmul.h"
 #include "nn/attention/sima.h"
 #include "nn/linear.h"
+#include "nn/mlp.h"
 #include "testing.h"
 
 using namespace sima;
@@ -150,4 +155,70 @@ TEST_CASE("fp32 LowpLinear (weights packed by oneDNN): float32 results up to the
   const Tensor before = packed.forward(x);
   w.data()[0] += 1.f;
   CHECK(max_abs_diff(packed.forward(x), before) == 0.f);
+}
+
+TEST_CASE("floats_to_bf16_bits: the scalar rounding on every kind of float, at any length") {
+  std::vector<float> x = {0.f, -0.f, 1.f, -1.f, 1.00390625f, 1.01171875f,  // ties to even, both ways
+                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::signaling_NaN(),
+                          std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min(),
+                          std::numeric_limits<float>::min(), 3.4e38f, -1e-40f};
+  const Tensor r = randn_leaf({100003}, 30, false);  // long enough to be split across threads
+  x.insert(x.end(), r.data(), r.data() + r.numel());
+  std::vector<uint16_t> y(x.size());
+  floats_to_bf16_bits(x.data(), y.data(), int64_t(x.size()));
+  int64_t wrong = 0;
+  for (size_t i = 0; i < x.size(); ++i) wrong += y[i] != float_to_bf16_bits(x[i]);
+  CHECK(wrong == 0);
+  CHECK(y[8] == 0x7fc0);  // NaN stays a quiet NaN
+  CHECK(y[4] == 0x3f80);  // 1 + 2^-8 is a tie: to the even 1
+  CHECK(y[5] == 0x3f82);  // 1 + 3·2^-8 is a tie: to the even 1 + 2^-6
+}
+
+TEST_CASE("bf16 LowpLinear equals float32 products of the bf16-rounded operands, bias added") {
+  const Tensor x = randn_leaf({65, 192}, 31, false), w = randn_leaf({96, 192}, 32, false);
+  const Tensor b = randn_leaf({96}, 33, false);
+  Tensor xr = empty(x.shape()), wr = empty(w.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) xr.data()[i] = round_to_bf16(x.data()[i]);
+  for (int64_t i = 0; i < w.numel(); ++i) wr.data()[i] = round_to_bf16(w.data()[i]);
+  for (bool with_bias : {true, false}) {
+    CAPTURE(with_bias);
+    const Tensor bb = with_bias ? b : Tensor();
+    const Tensor ref = linear(xr, wr, bb), y = LowpLinear(Precision::BF16, w, bb).forward(x);
+    CHECK(rel_l2_error(y, ref) < 1e-6);  // only the order of the float32 sums differs
+  }
+}
+
+TEST_CASE("LowpLinear with a fused activation equals the activation after the product") {
+  const Tensor x = randn_leaf({2, 65, 64}, 34, false), w = randn_leaf({256, 64}, 35, false);
+  const Tensor b = randn_leaf({256}, 36, false);
+  const std::pair<MlpActivation, Tensor (*)(const Tensor&)> acts[] = {
+      {MlpActivation::Gelu, gelu}, {MlpActivation::QuickGelu, quick_gelu}, {MlpActivation::Relu, relu}};
+  for (Precision p : {Precision::F32, Precision::BF16, Precision::Int8})
+    for (const auto& [kind, fn] : acts) {
+      CAPTURE(precision_name(p));
+      CAPTURE(int(kind));
+      const LowpLinear lin(p, w, b);
+      const Tensor fused = lin.forward(x, kind), composed = fn(lin.forward(x));
+      CHECK(fused.shape() == composed.shape());
+      CHECK(max_abs_diff(fused, composed) <= 1e-5f);  // the same function, vectorised differently
+    }
+}
+
+TEST_CASE("an Mlp at reduced precision: fc1's fused activation equals the modules one by one") {
+  for (Precision p : {Precision::F32, Precision::BF16, Precision::Int8})
+    for (const char* act : {"gelu", "relu"}) {
+      CAPTURE(precision_name(p));
+      CAPTURE(act);
+      Mlp mlp(48, 192, 48, act, 0.f);
+      mlp.eval();
+      for (auto* lin : {mlp.fc1.get(), mlp.fc2.get()})
+        lin->lowp = std::make_shared<const LowpLinear>(p, lin->weight, lin->bias);
+      const Tensor x = randn_leaf({3, 50, 48}, 37, false);
+      NoGradGuard ng;
+      const Tensor fused = mlp.forward(x);
+      mlp.fused = false;
+      const Tensor one_by_one = mlp.forward(x);
+      CHECK(max_abs_diff(fused, one_by_one) <= 1e-4f);
+    }
 }
