@@ -43,6 +43,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sweep  # noqa: E402  (results/sweep.py: the protocol's epoch sweeps)
 import tta  # noqa: E402  (results/tta.py: time to accuracy per DeiT attention)
 import parked  # noqa: E402  (results/parked.py: cut-off runs carried between sittings)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "bench"))
+from bench_record import cpu_info  # noqa: E402  (the CPU a sitting ran on: CPU seconds differ between hosts)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = os.path.join(ROOT, "results", "runs")
@@ -290,7 +292,7 @@ def run_one(row, seed, threads):
     out = os.path.join(OUT, "%s_s%d" % (row, seed))
     rec = {"row": row, "seed": seed, "claims": claims, "kind": kind, "commit": git_commit(),
            "threads": threads, "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
-           "load_before": os.getloadavg()[0]}
+           "load_before": os.getloadavg()[0], "cpu": cpu_info()["model"]}
     if kind == "bench":
         rec.update(run_bench(row, out, env))
         return rec
@@ -423,7 +425,7 @@ def run_sweep_point(row, epochs, threads):
     spent_path = out + ".spent.json"  # the sittings so far: [{"wall_s", "cpu_s", "epochs_run"}...]
     spent = json.load(open(spent_path)) if os.path.exists(spent_path) else []
     spent.append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "resumed": resume, "load_before": load_before,
-                  "epochs_run": len(epoch_records(out)) - epochs_before})
+                  "epochs_run": len(epoch_records(out)) - epochs_before, "cpu": cpu_info()["model"]})
     write_json(spent_path, spent)
     if code == INTERRUPTED:
         return None

@@ -71,6 +71,7 @@ rec=$dir/records/sweeps/deit_sima_e1.json
 [ -f "$rec" ] || fail "the parked sweep point did not finish"
 [ -f "$point.resume.log" ] || fail "the parked sweep point started over instead of resuming"
 $py -c 'import json, sys; s = json.load(open(sys.argv[1]))["sittings"]
-assert len(s) == 2 and not s[0]["resumed"] and s[1]["resumed"], s' "$rec" || fail "the record does not carry both sittings"
+assert len(s) == 2 and not s[0]["resumed"] and s[1]["resumed"] and all(x["cpu"] for x in s), s' "$rec" \
+  || fail "the record does not carry both sittings, each with its CPU"
 [ -e "$parked" ] && fail "the parked copy outlived its record"
 echo "smoke.sh: reproduce.py run, heatmaps, report, and park/resume work"
