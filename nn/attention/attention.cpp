@@ -48,8 +48,10 @@ Tensor Attention::forward(const Tensor& x, int64_t H, int64_t W) {
   check_projections();
   check(x.dim() == 3 && x.size(2) == opt_.dim, type_name(), ": input ", x.shape(),
         " must be (B, N, ", opt_.dim, ")");
+  const Tensor qkv_out = qkv->forward(x);
+  if (Tensor o = packed_core(qkv_out); o.defined()) return project(gate_heads(o, x));
   Tensor q, k, v;
-  split_heads(qkv->forward(x), q, k, v);
+  split_heads(qkv_out, q, k, v);
   return project(gate_heads(merge_heads(core(q, k, v, H, W)), x));
 }
 

@@ -104,6 +104,12 @@ class Attention : public Module {
   // themselves (CvT) call it between merging the heads and their proj.
   virtual Tensor gate_heads(const Tensor& o, const Tensor& x) { return o; }
 
+  // The core run on the qkv Linear's output (B, N, 3C) as it is, q, k and v read in place and
+  // the heads written merged (B, N, C): forward() takes it instead of split_heads, core() and
+  // merge_heads, saving the two head copies. Undefined (the default) where a variant has none or
+  // cannot use it this call (a gradient is asked for, dropout, a hook).
+  virtual Tensor packed_core(const Tensor& qkv_out) { return Tensor(); }
+
   const AttentionOptions& options() const { return opt_; }
   int64_t head_dim() const { return opt_.dim / opt_.num_heads; }
   // options().softmax_scale, or d^-½ when it is 0.

@@ -171,12 +171,43 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, floa
   return o;
 }
 
+Tensor softmax_attention_packed(const Tensor& qkv, int64_t heads, float scale, int64_t* exp_calls) {
+  check(qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0,
+        "softmax_attention_packed: qkv ", qkv.shape(), " must be (B, N, 3C) with C divisible by ", heads, " heads");
+  check(!needs_grad(qkv), "softmax_attention_packed: inference only (qkv requires a gradient)");
+  const int64_t B = qkv.size(0), N = qkv.size(1), C = qkv.size(2) / 3, d = C / heads;
+  check(N > 0, "softmax_attention_packed: no tokens (qkv ", qkv.shape(), ")");
+  Tensor o = empty({B, N, C});
+  const float* pqkv = qkv.data();
+  float* po = o.data();
+  // Pair i = (b, head): q at row stride 3C from b·N·3C + head·d, k C further, v 2C further.
+  parallel_for(B * heads, grain_for(kGemmGrain, N * N * 2 * d), [&](int64_t i0, int64_t i1) {
+    Tensor P = empty({N, N});
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / heads, head = i % heads;
+      const float* q = pqkv + b * N * 3 * C + head * d;
+      detail::sgemm_block(false, true, N, N, d, q, 3 * C, q + C, 3 * C, 0.f, P.data(), N);  // S = q kᵀ
+      softmax_rows(P.data(), N, N, scale);
+      detail::sgemm_block(false, false, N, d, N, P.data(), N, q + 2 * C, 3 * C, 0.f,  // o = P v
+                          po + b * N * C + head * d, C);
+    }
+  });
+  count_gemm_flops(B * heads * 4 * N * N * d);
+  if (exp_calls) *exp_calls += B * heads * N * N;
+  return o;
+}
+
 SoftmaxAttention::SoftmaxAttention(const AttentionOptions& opt) : Attention(opt, "SoftmaxAttention") {}
 
 Tensor SoftmaxAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t, int64_t) {
   if (qk_hook) qk_hook(q, k);
   return softmax_attention(q, k, v, softmax_scale(), opt_.attn_drop, is_training(), rng(RngStream::Dropout),
                            &exp_calls_);
+}
+
+Tensor SoftmaxAttention::packed_core(const Tensor& qkv_out) {
+  if (qk_hook || needs_grad(qkv_out) || (is_training() && opt_.attn_drop > 0.f)) return Tensor();
+  return softmax_attention_packed(qkv_out, opt_.num_heads, softmax_scale(), &exp_calls_);
 }
 
 }  // namespace sima

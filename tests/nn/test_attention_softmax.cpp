@@ -1,10 +1,13 @@
 // Softmax attention: the fused core (softmax_attention) against finite differences, against
-// the same formula composed from core ops, against hand-worked values, and the module.
+// the same formula composed from core ops, against hand-worked values, and the module; the
+// packed inference core (softmax_attention_packed) against the split heads.
 #include "attention_testing.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "core/parallel.h"
+#include "core/ops/shape_ops.h"
 #include "nn/attention/softmax_attention.h"
 
 using namespace sima;
@@ -247,4 +250,60 @@ TEST_CASE("softmax_attention: the same values with and without a graph") {
   Tensor without = softmax_attention(in[0], in[1], in[2], 0.5f);
   CHECK(!without.requires_grad());
   CHECK(max_abs_diff(with, without) == 0.f);
+}
+
+// q, k, v (B, h, N, d) of a qkv output (B, N, 3C), as Attention::split_heads makes them.
+std::vector<Tensor> split_qkv(const Tensor& qkv, int64_t h) {
+  const int64_t B = qkv.size(0), N = qkv.size(1), d = qkv.size(2) / 3 / h;
+  Tensor t = permute(reshape(qkv, {B, N, 3, h, d}), {2, 0, 3, 1, 4});
+  return {contiguous(squeeze(narrow(t, 0, 0, 1), 0)), contiguous(squeeze(narrow(t, 0, 1, 1), 0)),
+          contiguous(squeeze(narrow(t, 0, 2, 1), 0))};
+}
+
+TEST_CASE("softmax_attention_packed == split heads, softmax_attention, merged heads") {
+  // DeiT-Tiny's block (N = 65, 3 heads of 64) and small odd shapes
+  for (const auto& [B, N, C, h] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 65, 192, 3},
+                                   {3, 5, 8, 2}, {1, 1, 4, 1}, {2, 7, 12, 4}}) {
+    CAPTURE(N);
+    CAPTURE(C);
+    const Tensor qkv = randn({B, N, 3 * C});
+    const std::vector<Tensor> s = split_qkv(qkv, h);
+    const float scale = 1.f / std::sqrt(float(C / h));
+    const Tensor ref = reshape(permute(softmax_attention(s[0], s[1], s[2], scale), {0, 2, 1, 3}), {B, N, C});
+    int64_t exps = 0;
+    const Tensor o = softmax_attention_packed(qkv, h, scale, &exps);
+    CHECK(o.shape() == ref.shape());
+    CHECK(max_abs_diff(o, ref) <= 1e-6f);
+    CHECK(exps == B * h * N * N);
+  }
+}
+
+TEST_CASE("SoftmaxAttention without a gradient takes the packed core: same output as with one") {
+  auto attn = make_module(192, 3);
+  const Tensor x = randn({2, 65, 192});
+  const Tensor with_graph = attn->forward(x);  // parameters require grad: split heads, core, merge
+  CHECK(with_graph.requires_grad());
+  NoGradGuard ng;
+  const Tensor packed = attn->forward(x);
+  CHECK(max_abs_diff(packed, with_graph) <= 1e-5f);
+  // a hook needs the split q and k: the packed core steps aside
+  int calls = 0;
+  attn->qk_hook = [&](const Tensor& q, const Tensor&) { calls += q.dim() == 4; };
+  attn->forward(x);
+  CHECK(calls == 1);
+}
+
+TEST_CASE("softmax_attention_packed: same bits at 1 and 2 threads; refuses a graph and bad shapes") {
+  const Tensor qkv = randn({2, 65, 3 * 192});
+  auto run = [&](int threads) {
+    const int before = num_threads();
+    set_num_threads(threads);
+    Tensor o = softmax_attention_packed(qkv, 3, 0.125f);
+    set_num_threads(before);
+    return o;
+  };
+  CHECK(max_abs_diff(run(1), run(2)) == 0.f);
+  CHECK_THROWS_AS(softmax_attention_packed(randn_leaf({1, 4, 24}, 1), 2, 1.f), Error);  // requires grad
+  CHECK_THROWS_AS(softmax_attention_packed(randn({1, 4, 25}), 2, 1.f), Error);          // 3C not divisible
+  CHECK_THROWS_AS(softmax_attention_packed(randn({4, 24}), 2, 1.f), Error);             // not (B, N, 3C)
 }
