@@ -27,12 +27,15 @@ def parked_dir(records, out):
     return os.path.join(records, "parked", os.path.basename(os.path.normpath(out)))
 
 
-def park(records, out_root):
-    """Copies every cut-off run folder under out_root (a train state, no finished record) into
-    records/parked/; returns the names parked. A folder already parked is refreshed."""
+def park(records, out_root, only=()):
+    """Copies every cut-off run folder under out_root (a train state, no finished record), or only
+    those named in `only`, into records/parked/; returns the names parked. A folder already parked
+    is refreshed."""
     names = []
     for name in sorted(os.listdir(out_root)) if os.path.isdir(out_root) else []:
         out = os.path.join(out_root, name)
+        if only and name not in only:
+            continue
         if not os.path.isfile(os.path.join(out, "train_state.safetensors")) or finished(out):
             continue
         dst = parked_dir(records, out)

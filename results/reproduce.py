@@ -6,7 +6,7 @@ docs/RESULTS.md from what the runs recorded, under the protocol at the top of th
     python3 results/reproduce.py sweep [--rows A,B] [--jobs 2]   # epoch sweeps, validation split
     python3 results/reproduce.py run [--rows A,B] [--seeds 0,1] [--jobs 2] [--threads 1]
     python3 results/reproduce.py heatmaps             # saliency panels from the seed-0 checkpoints
-    python3 results/reproduce.py park                 # cut-off runs' train states into results/runs/parked/
+    python3 results/reproduce.py park [NAME ...]      # cut-off runs' train states into results/runs/parked/
     python3 results/reproduce.py report               # docs/RESULTS.md from results/runs/
 
 `sweep` (results/sweep.py) trains each architecture's SimA row on 50 000 training images with
@@ -573,6 +573,7 @@ if __name__ == "__main__":
     sp.add_argument("--threads", type=int, default=1, help="OpenMP threads per run")
     sp.add_argument("--smoke", default="", metavar="DIR", help="check the script: 1 and 2 epochs, records under DIR")
     kp = sub.add_parser("park", help="copy cut-off runs' train states into results/runs/parked/ (results/parked.py)")
+    kp.add_argument("names", nargs="*", help="run folders to park (default: every cut-off one), e.g. sweep_deit_sima_e100")
     kp.add_argument("--smoke", default="", metavar="DIR", help="the runs of run/sweep --smoke DIR")
     hp = sub.add_parser("heatmaps")
     hp.add_argument("--rows", default="", help="comma-separated rows (default: %s)" % ",".join(HEATMAP_ROWS))
@@ -592,7 +593,7 @@ if __name__ == "__main__":
     elif a.cmd == "park":
         if a.smoke:
             use_smoke_dir(a.smoke)
-        names = parked.park(RUNS, OUT)
+        names = parked.park(RUNS, OUT, a.names)
         print("reproduce.py: parked %d cut-off run(s) in %s%s" % (len(names), os.path.join(RUNS, "parked"),
                                                                    "".join("\n  " + n for n in names)))
     else:

@@ -59,6 +59,7 @@ point=$dir/runs/sweep_deit_sima_e1
 SIMA_BIN_DIR=$wrap $py "$root/results/reproduce.py" sweep --smoke "$dir" --rows deit_sima --jobs 1 | tee "$dir/cut.txt"
 grep -q "deit_sima 1 epochs: interrupted" "$dir/cut.txt" || fail "the cut-off sweep point was not reported as interrupted"
 [ -f "$dir/records/sweeps/deit_sima_e1.json" ] && fail "a cut-off sweep point got a record"
+$py "$root/results/reproduce.py" park --smoke "$dir" sweep_no_such_run | grep -q "parked 0 " || fail "park parked a run it was not given"
 $py "$root/results/reproduce.py" park --smoke "$dir"
 parked=$dir/records/parked/sweep_deit_sima_e1
 for f in train_state.safetensors config.json metrics.jsonl spent.json; do
