@@ -246,6 +246,30 @@ TEST_CASE("render_curves: gnuplot dies with the process that started it (a SIGKI
   if (!gone) ::kill(gnuplot, SIGKILL);
 }
 
+TEST_CASE("render_curves: gnuplot starts with no signal blocked, whatever its parent blocks") {
+  // sima-train blocks SIGINT/SIGTERM in all its threads (train/loop/stop_signals.h); a fake
+  // gnuplot reports the mask it was started with.
+  TempDir t;
+  const std::string bin = t.dir("bin"), mask_file = t.file("mask.txt");
+  write_text(bin + "/gnuplot", "#!/bin/sh\ngrep SigBlk /proc/$$/status > '" + mask_file + "'\n");
+  fs::permissions(bin + "/gnuplot", fs::perms::owner_all);
+  write_text(t.file("m.csv"), "epoch,train_loss\n0,1.5\n");
+  sigset_t block, before;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGINT);
+  REQUIRE(pthread_sigmask(SIG_BLOCK, &block, &before) == 0);
+  {
+    ScopedPath path(bin + ":/usr/bin:/bin");
+    render_curves(t.file("m.csv"), t.file("curves.png"));  // the fake draws nothing: a reason, no PNG
+  }
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  std::ifstream f(mask_file);
+  std::string line;
+  REQUIRE(std::getline(f, line));
+  CHECK(line.find("0000000000000000") != std::string::npos);
+}
+
 TEST_CASE("render_curves without gnuplot on PATH returns the reason, writes nothing") {
   TempDir t;
   write_text(t.file("metrics.csv"), "epoch,train_loss\n0,1.5\n1,1.0\n");

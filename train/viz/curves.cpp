@@ -220,6 +220,11 @@ int run_gnuplot(const std::string& gnuplot, const std::string& script, const std
   if (pid == 0) {  // the child: async-signal-safe calls only
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(127);  // parent already gone
     if (::dup2(fd_in, 0) < 0 || ::dup2(fd_out, 1) < 0 || ::dup2(fd_err, 2) < 0) ::_exit(127);
+    // sima-train blocks SIGINT/SIGTERM in every thread (train/loop/stop_signals.h) and a blocked
+    // mask survives exec: gnuplot gets the default one back, so a signal can still stop it.
+    sigset_t none;
+    sigemptyset(&none);
+    if (::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) ::_exit(127);
     ::execve(gnuplot.c_str(), argv.data(), environ);
     ::_exit(127);
   }
