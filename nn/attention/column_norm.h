@@ -31,15 +31,18 @@ namespace sima {
 
 enum class ColumnNorm { None, L1, L2 };
 
-// y = x / max(norm, eps) column-wise (a copy for None). x, y: N×d, norm: d. y may alias x.
+// y = x / max(norm, eps) column-wise (a copy for None). x: N×d with row stride ldx (d when 0),
+// y: N×d dense, norm: d. y may alias x (then ldx must be d).
 inline void column_scale(const float* x, const float* norm, float* y, int64_t N, int64_t d,
-                         ColumnNorm p, float eps) {
+                         ColumnNorm p, float eps, int64_t ldx = 0) {
+  if (ldx == 0) ldx = d;
   if (p == ColumnNorm::None) {
-    if (y != x) std::memcpy(y, x, sizeof(float) * N * d);
+    if (y == x) return;
+    for (int64_t i = 0; i < N; ++i) std::memcpy(y + i * d, x + i * ldx, sizeof(float) * d);
     return;
   }
   for (int64_t i = 0; i < N; ++i) {
-    const float* xi = x + i * d;
+    const float* xi = x + i * ldx;
     float* yi = y + i * d;
     for (int64_t c = 0; c < d; ++c) yi[c] = xi[c] / std::max(norm[c], eps);
   }
@@ -49,9 +52,11 @@ inline void column_scale(const float* x, const float* norm, float* y, int64_t N,
 constexpr int64_t kColumnBlock = 64;
 constexpr int64_t kRowBlock = 8;  // rows summed in float before the double accumulator
 
-// x, y: N×d; norm: d, receives n_c (before the clamp; untouched for None). y may not alias x.
+// x: N×d with row stride ldx (d when 0: a dense slice; 3C when read in place from a qkv output),
+// y: N×d dense; norm: d, receives n_c (before the clamp; untouched for None). y may not alias x.
 inline void column_normalize(const float* x, float* y, float* norm, int64_t N, int64_t d,
-                             ColumnNorm p, float eps) {
+                             ColumnNorm p, float eps, int64_t ldx = 0) {
+  if (ldx == 0) ldx = d;
   if (p != ColumnNorm::None)
     for (int64_t c0 = 0; c0 < d; c0 += kColumnBlock) {
       const int64_t w = std::min(kColumnBlock, d - c0);
@@ -61,7 +66,7 @@ inline void column_normalize(const float* x, float* y, float* norm, int64_t N, i
       for (int64_t i0 = 0; i0 < N; i0 += kRowBlock) {
         float part[kColumnBlock] = {};
         for (int64_t i = i0; i < std::min(N, i0 + kRowBlock); ++i) {
-          const float* xi = x + i * d + c0;
+          const float* xi = x + i * ldx + c0;
           if (p == ColumnNorm::L1)
             for (int64_t c = 0; c < w; ++c) part[c] += std::fabs(xi[c]);
           else
@@ -72,7 +77,7 @@ inline void column_normalize(const float* x, float* y, float* norm, int64_t N, i
       for (int64_t c = 0; c < w; ++c)
         norm[c0 + c] = static_cast<float>(p == ColumnNorm::L2 ? std::sqrt(acc[c]) : acc[c]);
     }
-  column_scale(x, norm, y, N, d, p, eps);
+  column_scale(x, norm, y, N, d, p, eps, ldx);
 }
 
 // g, x: N×d (x the forward's input: y is recomputed from it, not saved); norm: d from the

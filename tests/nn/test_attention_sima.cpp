@@ -3,6 +3,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "attention_testing.h"
 #include "core/autograd.h"
@@ -342,4 +343,44 @@ TEST_CASE("sima_attention: auto follows N < d, not the FLOPs: quickstart CvT sta
   CHECK(qk == 100352);
   CHECK(kv == 133120);
   CHECK(au == kv);  // auto runs kv_first although qk_first costs 25 % fewer FLOPs
+}
+
+TEST_CASE("sima_attention_packed == split heads, sima_attention, merged heads (every norm, both orders)") {
+  for (SimaNorm norm : {SimaNorm::L1, SimaNorm::L2, SimaNorm::None})
+    for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst, SimaOrder::Auto})
+      for (const auto& [B, N, C, h] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 65, 192, 3},
+                                       {3, 5, 8, 2}, {1, 1, 4, 1}, {2, 9, 12, 4}}) {
+        CAPTURE(name(norm));
+        CAPTURE(int(order));
+        CAPTURE(N);
+        const Tensor qkv = randn({B, N, 3 * C});
+        Tensor t = permute(reshape(qkv, {B, N, 3, h, C / h}), {2, 0, 3, 1, 4});
+        const Tensor o = sima_attention(contiguous(squeeze(narrow(t, 0, 0, 1), 0)), contiguous(squeeze(narrow(t, 0, 1, 1), 0)),
+                                        contiguous(squeeze(narrow(t, 0, 2, 1), 0)), norm, order);
+        const Tensor ref = reshape(permute(o, {0, 2, 1, 3}), {B, N, C});
+        const Tensor packed = sima_attention_packed(qkv, h, norm, order, 1e-12f);
+        CHECK(packed.shape() == ref.shape());
+        CHECK(max_abs_diff(packed, ref) <= 1e-6f * (norm == SimaNorm::None ? float(N * C) : 1.f));
+      }
+}
+
+TEST_CASE("SimaAttention without a gradient takes the packed core: same output as with one") {
+  for (const char* order : {"qk_first", "kv_first"}) {
+    CAPTURE(order);
+    auto m = make_sima(192, 3, "l1", order);
+    randomize_linears(*m, 11);
+    const Tensor x = randn({2, 65, 192});
+    const Tensor with_graph = m->forward(x);  // parameters require grad: split heads, core, merge
+    CHECK(with_graph.requires_grad());
+    NoGradGuard ng;
+    const Tensor packed = m->forward(x);
+    CHECK(max_abs_diff(packed, with_graph) <= 1e-6f);
+    CHECK(m->last_order() == parse_sima_order(order));
+    int calls = 0;  // a hook needs the split q̂, k̂: the packed core steps aside
+    m->qk_hook = [&](const Tensor& q, const Tensor&) { calls += q.dim() == 4; };
+    m->forward(x);
+    CHECK(calls == 1);
+  }
+  CHECK_THROWS_AS(sima_attention_packed(randn_leaf({1, 4, 24}, 1), 2, SimaNorm::L1, SimaOrder::Auto, 1e-12f), Error);
+  CHECK_THROWS_AS(sima_attention_packed(randn({1, 4, 25}), 2, SimaNorm::L1, SimaOrder::Auto, 1e-12f), Error);
 }
