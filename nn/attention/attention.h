@@ -106,8 +106,9 @@ class Attention : public Module {
 
   // The core run on the qkv Linear's output (B, N, 3C) as it is, q, k and v read in place and
   // the heads written merged (B, N, C): forward() takes it instead of split_heads, core() and
-  // merge_heads, saving the two head copies. Undefined (the default) where a variant has none or
-  // cannot use it this call (a gradient is asked for, dropout, a hook).
+  // merge_heads, saving the two head copies (and in training their two copies back). Undefined
+  // (the default) where a variant has none or cannot use it this call (dropout, a hook, a
+  // gradient through a packed core that is inference only).
   virtual Tensor packed_core(const Tensor& qkv_out) { return Tensor(); }
 
   const AttentionOptions& options() const { return opt_; }

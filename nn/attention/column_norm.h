@@ -81,16 +81,19 @@ inline void column_normalize(const float* x, float* y, float* norm, int64_t N, i
 }
 
 // g, x: N×d (x the forward's input: y is recomputed from it, not saved); norm: d from the
-// forward; dx: N×d (may alias g).
+// forward; dx: N×d (may alias g). All three share the row stride ld (d when 0; 3C when they
+// are read and written in place in a packed qkv tensor and its gradient).
 // With r = max(n, eps) and t = sign(x) (ℓ1) or y = x/r (ℓ2), both branches read
 //   dx = (g − t·s) / r = (g − u·c) / r,   u = sign(x), c = s (ℓ1);  u = x, c = s/r (ℓ2)
 // (clamped columns: s = 0). c comes from a double sum and is split into two floats,
 // c = c_hi + c_lo; fma(−u, c_hi, g) rounds once (for ℓ1 not at all when g ≈ u·c_hi, the
 // cancelling case), so g − u·c keeps c's double precision at float speed.
 inline void column_normalize_backward(const float* g, const float* x, const float* norm, float* dx,
-                                      int64_t N, int64_t d, ColumnNorm p, float eps) {
+                                      int64_t N, int64_t d, ColumnNorm p, float eps, int64_t ld = 0) {
+  if (ld == 0) ld = d;
   if (p == ColumnNorm::None) {
-    if (dx != g) std::memcpy(dx, g, sizeof(float) * N * d);
+    if (dx != g)
+      for (int64_t i = 0; i < N; ++i) std::memcpy(dx + i * ld, g + i * ld, sizeof(float) * d);
     return;
   }
   const bool l1 = p == ColumnNorm::L1;
@@ -100,7 +103,7 @@ inline void column_normalize_backward(const float* g, const float* x, const floa
     for (int64_t i0 = 0; i0 < N; i0 += kRowBlock) {
       float part[kColumnBlock] = {};
       for (int64_t i = i0; i < std::min(N, i0 + kRowBlock); ++i) {
-        const float *gi = g + i * d + c0, *xi = x + i * d + c0;
+        const float *gi = g + i * ld + c0, *xi = x + i * ld + c0;
         for (int64_t c = 0; c < w; ++c) part[c] += gi[c] * xi[c];
       }
       for (int64_t c = 0; c < w; ++c) acc[c] += part[c];
@@ -115,8 +118,8 @@ inline void column_normalize_backward(const float* g, const float* x, const floa
       lo[c] = static_cast<float>(cc - hi[c]);
     }
     for (int64_t i = 0; i < N; ++i) {
-      const float *gi = g + i * d + c0, *xi = x + i * d + c0;
-      float* di = dx + i * d + c0;
+      const float *gi = g + i * ld + c0, *xi = x + i * ld + c0;
+      float* di = dx + i * ld + c0;
       if (l1)
         for (int64_t c = 0; c < w; ++c) {
           const float u = xi[c] > 0.f ? 1.f : (xi[c] < 0.f ? -1.f : 0.f);

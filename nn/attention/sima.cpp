@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/ops/gemm.h"
 #include "core/parallel.h"
-#include "nn/attention/column_norm.h"
+#include "nn/attention/sima_column_norm.h"
 
 namespace sima {
 
@@ -36,12 +36,6 @@ SimaOrder resolve_sima_order(SimaOrder order, int64_t N, int64_t d) {
   if (order != SimaOrder::Auto) return order;
   return N < d ? SimaOrder::QkFirst : SimaOrder::KvFirst;
 }
-
-namespace {
-ColumnNorm column_norm(SimaNorm n) {
-  return n == SimaNorm::L1 ? ColumnNorm::L1 : n == SimaNorm::L2 ? ColumnNorm::L2 : ColumnNorm::None;
-}
-}  // namespace
 
 // q (B, h, N, d), k, v (B, h, Nk, d) -> out (B, h, N, d).
 // Saved for backward: q, k, v (views: in the module they share the qkv output's storage,
@@ -148,40 +142,6 @@ Tensor sima_attention(const Tensor& q, const Tensor& k, const Tensor& v, SimaNor
   return out;
 }
 
-Tensor sima_attention_packed(const Tensor& qkv, int64_t heads, SimaNorm norm, SimaOrder order, float eps) {
-  check(qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0,
-        "sima_attention_packed: qkv ", qkv.shape(), " must be (B, N, 3C) with C divisible by ", heads, " heads");
-  check(!needs_grad(qkv), "sima_attention_packed: inference only (qkv requires a gradient)");
-  check(eps > 0.f && std::isfinite(eps), "sima_attention_packed: eps must be positive and finite, got ", eps);
-  const int64_t B = qkv.size(0), N = qkv.size(1), C = qkv.size(2) / 3, d = C / heads, ld = 3 * C;
-  const ColumnNorm cn = column_norm(norm);
-  const bool qk_first = resolve_sima_order(order, N, d) == SimaOrder::QkFirst;
-  Tensor out = empty({B, N, C});
-  const float* pqkv = qkv.data();
-  float* po = out.data();
-  const int64_t work = qk_first ? N * N * d : 2 * N * d * d;
-  parallel_for(B * heads, grain_for(kGemmGrain, work), [&](int64_t p0, int64_t p1) {
-    // scratch per chunk: q̂, k̂ (N×d each), the norms (2d), then A (N×N) or M (d×d)
-    Tensor scratch = empty({2 * N * d + 2 * d + (qk_first ? N * N : d * d)});
-    float *qh = scratch.data(), *kh = qh + N * d, *norms = kh + N * d, *AM = norms + 2 * d;
-    for (int64_t p = p0; p < p1; ++p) {
-      const float* q = pqkv + (p / heads) * N * ld + (p % heads) * d;  // k at + C, v at + 2C
-      float* op = po + (p / heads) * N * C + (p % heads) * d;
-      column_normalize(q, qh, norms, N, d, cn, eps, ld);
-      column_normalize(q + C, kh, norms + d, N, d, cn, eps, ld);
-      if (qk_first) {
-        detail::sgemm_block(false, true, N, N, d, qh, d, kh, d, 0.f, AM, N);         // A = q̂ k̂ᵀ
-        detail::sgemm_block(false, false, N, d, N, AM, N, q + 2 * C, ld, 0.f, op, C);  // out = A v
-      } else {
-        detail::sgemm_block(true, false, d, d, N, kh, d, q + 2 * C, ld, 0.f, AM, d);  // M = k̂ᵀ v
-        detail::sgemm_block(false, false, N, d, d, qh, d, AM, d, 0.f, op, C);         // out = q̂ M
-      }
-    }
-  });
-  count_gemm_flops(B * heads * 2 * (qk_first ? 2 * N * N * d : 2 * N * d * d));
-  return out;
-}
-
 // ---- the module -------------------------------------------------------------------
 
 SimaAttention::SimaAttention(const AttentionOptions& opt)
@@ -193,7 +153,7 @@ SimaAttention::SimaAttention(const AttentionOptions& opt)
 }
 
 Tensor SimaAttention::packed_core(const Tensor& qkv_out) {
-  if (qk_hook || int8_core || needs_grad(qkv_out)) return Tensor();
+  if (qk_hook || (int8_core && !needs_grad(qkv_out))) return Tensor();
   last_order_ = resolve_sima_order(order_, qkv_out.size(1), head_dim());
   return sima_attention_packed(qkv_out, opt_.num_heads, norm_, last_order_, opt_.eps);
 }

@@ -36,10 +36,10 @@ Tensor sima_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 Tensor sima_attention_int8(const Tensor& q, const Tensor& k, const Tensor& v, SimaNorm norm, SimaOrder order,
                            float eps);
 
-// Inference without the head copies: qkv (B, N, 3C) contiguous, the qkv Linear's output, read
-// in place as q, k, v (row stride 3C) -> (B, N, C) with the heads merged (row stride C). The same
-// normalisation and products as sima_attention on the split heads; no gradient (it refuses an
-// input that requires one).
+// The core without the head copies (sima_packed.cpp): qkv (B, N, 3C), the qkv Linear's output,
+// read in place as q, k, v (row stride 3C) -> (B, N, C) with the heads merged (row stride C). The
+// same normalisation and products as sima_attention on the split heads, and with a gradient a
+// hand-derived backward that writes dq, dk, dv in place into one (B, N, 3C) gradient.
 Tensor sima_attention_packed(const Tensor& qkv, int64_t heads, SimaNorm norm, SimaOrder order, float eps);
 
 // Options used: dim, num_heads, qkv_bias, proj_drop, norm, order, eps (attn_drop is unused,
@@ -48,7 +48,7 @@ class SimaAttention : public Attention {
  public:
   explicit SimaAttention(const AttentionOptions& opt);
   Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
-  Tensor packed_core(const Tensor& qkv_out) override;  // inference without a hook or the int8 core
+  Tensor packed_core(const Tensor& qkv_out) override;  // unless a hook or the int8 core needs split heads
 
   SimaNorm norm() const { return norm_; }
   SimaOrder order() const { return order_; }

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/ops/lowp_gemm.h"
 #include "core/parallel.h"
-#include "nn/attention/column_norm.h"
+#include "nn/attention/sima_column_norm.h"
 #include "nn/attention/sima.h"
 
 namespace sima {
@@ -27,8 +27,7 @@ Tensor sima_attention_int8(const Tensor& q, const Tensor& k, const Tensor& v, Si
         " must be (B, h, N, d), (B, h, N_kv, d), (B, h, N_kv, d)");
   check(eps > 0.f && std::isfinite(eps), "sima_attention_int8: eps must be positive and finite, got ", eps);
   const int64_t B = q.size(0), h = q.size(1), N = q.size(2), Nk = k.size(2), d = q.size(3), P = B * h;
-  const ColumnNorm cn =
-      norm == SimaNorm::L1 ? ColumnNorm::L1 : norm == SimaNorm::L2 ? ColumnNorm::L2 : ColumnNorm::None;
+  const ColumnNorm cn = column_norm(norm);
   Tensor qh = empty(q.shape()), kh = empty(k.shape()), norms = empty({P, 2 * d}), out = empty(q.shape());
   parallel_for(P, grain_for(kGrainElementwise, (N + Nk) * d), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {

@@ -33,6 +33,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops/gemm.h"
+#include "core/ops/shape_ops.h"
 #include "core/ops/vmath.h"
 #include "core/parallel.h"
 
@@ -60,6 +61,18 @@ int64_t softmax_rows(float* S, int64_t rows, int64_t n, float scale) {
     for (int64_t j = 0; j < n; ++j) x[j] *= inv;
   }
   return rows * n;
+}
+
+// dP -> dS in place over rows of n, P the forward's softmax: dS = s · P ⊙ (dP − rowsum(dP ⊙ P)).
+void softmax_rows_backward(float* dP, const float* P, int64_t rows, int64_t n, float scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* pr = P + r * n;
+    float* gr = dP + r * n;
+    float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < n; ++j) dot += gr[j] * pr[j];
+    for (int64_t j = 0; j < n; ++j) gr[j] = scale * pr[j] * (gr[j] - dot);
+  }
 }
 
 }  // namespace
@@ -153,14 +166,7 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, floa
           gemm(false, true, Nq, Nk, dv, gi, pv + i * Nk * dv, 0.f, dp);  // dPd = dO vᵀ
           if (drop)
             for (int64_t j = 0; j < nn; ++j) dp[j] *= Mi[j];  // dP = dPd ⊙ M
-          for (int64_t r = 0; r < Nq; ++r) {  // dS = s · P ⊙ (dP − rowsum(dP ⊙ P))
-            const float* pr = Pi + r * Nk;
-            float* gr = dp + r * Nk;
-            float dot = 0.f;
-#pragma omp simd reduction(+ : dot)
-            for (int64_t j = 0; j < Nk; ++j) dot += gr[j] * pr[j];
-            for (int64_t j = 0; j < Nk; ++j) gr[j] = scale * pr[j] * (gr[j] - dot);
-          }
+          softmax_rows_backward(dp, Pi, Nq, Nk, scale);  // dS = s · P ⊙ (dP − rowsum(dP ⊙ P))
           if (rq) gemm(false, false, Nq, d, Nk, dp, pk + i * Nk * d, 0.f, pdq + i * Nq * d);  // dS k
           if (rk) gemm(true, false, Nk, d, Nq, dp, pq + i * Nq * d, 0.f, pdk + i * Nk * d);  // dSᵀ q
         }
@@ -171,29 +177,60 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, floa
   return o;
 }
 
-Tensor softmax_attention_packed(const Tensor& qkv, int64_t heads, float scale, int64_t* exp_calls) {
-  check(qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0,
-        "softmax_attention_packed: qkv ", qkv.shape(), " must be (B, N, 3C) with C divisible by ", heads, " heads");
-  check(!needs_grad(qkv), "softmax_attention_packed: inference only (qkv requires a gradient)");
-  const int64_t B = qkv.size(0), N = qkv.size(1), C = qkv.size(2) / 3, d = C / heads;
+// The packed core (no head copies), from qkv (B, N, 3C) read in place (row stride ld = 3C) to
+// o (B, N, C) with the heads merged; with a gradient P is saved (B·h, N, N) and the backward
+// writes dq, dk, dv in place into one dqkv (B, N, 3C), the same products as above:
+//   dv = Pᵀ dO,  dP = dO vᵀ,  dS = s · P ⊙ (dP − rowsum(dP ⊙ P)),  dq = dS k,  dk = dSᵀ q
+Tensor softmax_attention_packed(const Tensor& qkv_in, int64_t heads, float scale, int64_t* exp_calls) {
+  check(qkv_in.dim() == 3 && heads > 0 && qkv_in.size(2) % (3 * heads) == 0, "softmax_attention_packed: qkv ",
+        qkv_in.shape(), " must be (B, N, 3C) with C divisible by ", heads, " heads");
+  check(scale > 0.f, "softmax_attention_packed: scale must be positive, got ", scale);
+  const Tensor qkv = contiguous(qkv_in);
+  const int64_t B = qkv.size(0), N = qkv.size(1), C = qkv.size(2) / 3, d = C / heads, ld = 3 * C, nn = N * N;
   check(N > 0, "softmax_attention_packed: no tokens (qkv ", qkv.shape(), ")");
-  Tensor o = empty({B, N, C});
+  const bool save = needs_grad(qkv);
+  Tensor o = empty({B, N, C}), P = save ? empty({B * heads, N, N}) : Tensor();
   const float* pqkv = qkv.data();
   float* po = o.data();
   // Pair i = (b, head): q at row stride 3C from b·N·3C + head·d, k C further, v 2C further.
-  parallel_for(B * heads, grain_for(kGemmGrain, N * N * 2 * d), [&](int64_t i0, int64_t i1) {
-    Tensor P = empty({N, N});
+  auto q_of = [=](int64_t i) { return (i / heads) * N * ld + (i % heads) * d; };
+  auto o_of = [=](int64_t i) { return (i / heads) * N * C + (i % heads) * d; };
+  parallel_for(B * heads, grain_for(kGemmGrain, nn * 2 * d), [&](int64_t i0, int64_t i1) {
+    Tensor Pbuf = save ? Tensor() : empty({N, N});  // P when it is not saved
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t b = i / heads, head = i % heads;
-      const float* q = pqkv + b * N * 3 * C + head * d;
-      detail::sgemm_block(false, true, N, N, d, q, 3 * C, q + C, 3 * C, 0.f, P.data(), N);  // S = q kᵀ
-      softmax_rows(P.data(), N, N, scale);
-      detail::sgemm_block(false, false, N, d, N, P.data(), N, q + 2 * C, 3 * C, 0.f,  // o = P v
-                          po + b * N * C + head * d, C);
+      const float* q = pqkv + q_of(i);
+      float* Pi = save ? P.data() + i * nn : Pbuf.data();
+      detail::sgemm_block(false, true, N, N, d, q, ld, q + C, ld, 0.f, Pi, N);  // S = q kᵀ
+      softmax_rows(Pi, N, N, scale);
+      detail::sgemm_block(false, false, N, d, N, Pi, N, q + 2 * C, ld, 0.f, po + o_of(i), C);  // o = P v
     }
   });
-  count_gemm_flops(B * heads * 4 * N * N * d);
-  if (exp_calls) *exp_calls += B * heads * N * N;
+  count_gemm_flops(B * heads * 4 * nn * d);
+  if (exp_calls) *exp_calls += B * heads * nn;
+  if (save)
+    attach_grad_fn(o, "softmax_attention_packed", {qkv},
+                   [qs = qkv.detach(), P, scale, heads, N, C, d, ld, nn, q_of, o_of](const Tensor& gO_in) -> Grads {
+      const Tensor gO = contiguous(gO_in);
+      Tensor dqkv = empty(qs.shape());
+      const float *pqkv = qs.data(), *pP = P.data(), *pg = gO.data();
+      float* pd = dqkv.data();
+      const int64_t pairs = qs.size(0) * heads;
+      parallel_for(pairs, grain_for(kGemmGrain, nn * 4 * d), [&](int64_t i0, int64_t i1) {
+        Tensor dP = empty({N, N});
+        float* dp = dP.data();
+        for (int64_t i = i0; i < i1; ++i) {
+          const float *q = pqkv + q_of(i), *Pi = pP + i * nn, *g = pg + o_of(i);  // g: row stride C
+          float* dq = pd + q_of(i);  // dk at + C, dv at + 2C (row stride ld)
+          detail::sgemm_block(true, false, N, d, N, Pi, N, g, C, 0.f, dq + 2 * C, ld);  // dv = Pᵀ dO
+          detail::sgemm_block(false, true, N, N, d, g, C, q + 2 * C, ld, 0.f, dp, N);   // dP = dO vᵀ
+          softmax_rows_backward(dp, Pi, N, N, scale);                                   // dS
+          detail::sgemm_block(false, false, N, d, N, dp, N, q + C, ld, 0.f, dq, ld);    // dq = dS k
+          detail::sgemm_block(true, false, N, d, N, dp, N, q, ld, 0.f, dq + C, ld);     // dk = dSᵀ q
+        }
+      });
+      count_gemm_flops(pairs * 8 * nn * d);
+      return {dqkv};
+    });
   return o;
 }
 
@@ -206,7 +243,7 @@ Tensor SoftmaxAttention::core(const Tensor& q, const Tensor& k, const Tensor& v,
 }
 
 Tensor SoftmaxAttention::packed_core(const Tensor& qkv_out) {
-  if (qk_hook || needs_grad(qkv_out) || (is_training() && opt_.attn_drop > 0.f)) return Tensor();
+  if (qk_hook || (is_training() && opt_.attn_drop > 0.f)) return Tensor();  // hook, dropout: split heads
   return softmax_attention_packed(qkv_out, opt_.num_heads, softmax_scale(), &exp_calls_);
 }
 

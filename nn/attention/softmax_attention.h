@@ -22,10 +22,10 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, floa
                          float attn_drop = 0.f, bool training = false,
                          Generator& gen = rng(RngStream::Dropout), int64_t* exp_calls = nullptr);
 
-// Inference without the head copies: qkv (B, N, 3C) contiguous, the qkv Linear's output, read as
-// q, k, v (B, N, h, d) each in place (row stride 3C) -> o (B, N, C), heads merged, written in
-// place (row stride C). The same products and softmax as softmax_attention(q, k, v, scale) on the
-// split heads; no gradient, no dropout (it refuses an input that requires a gradient).
+// Without the head copies: qkv (B, N, 3C), the qkv Linear's output, read as q, k, v (B, N, h, d)
+// each in place (row stride 3C) -> o (B, N, C), heads merged, written in place (row stride C).
+// The same products and softmax as softmax_attention(q, k, v, scale) on the split heads, and with
+// a gradient the same backward, writing dq, dk, dv in place into one (B, N, 3C); no dropout.
 Tensor softmax_attention_packed(const Tensor& qkv, int64_t heads, float scale, int64_t* exp_calls = nullptr);
 
 // timm's Attention: qkv -> softmax_attention(q, k, v, d^-½, attn_drop) -> proj -> proj_drop.
@@ -34,7 +34,7 @@ class SoftmaxAttention : public Attention {
  public:
   explicit SoftmaxAttention(const AttentionOptions& opt);
   Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
-  Tensor packed_core(const Tensor& qkv_out) override;  // inference without dropout or a hook
+  Tensor packed_core(const Tensor& qkv_out) override;  // unless attention dropout or a hook is on
 };
 
 }  // namespace sima

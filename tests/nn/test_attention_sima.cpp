@@ -345,7 +345,15 @@ TEST_CASE("sima_attention: auto follows N < d, not the FLOPs: quickstart CvT sta
   CHECK(au == kv);  // auto runs kv_first although qk_first costs 25 % fewer FLOPs
 }
 
-TEST_CASE("sima_attention_packed == split heads, sima_attention, merged heads (every norm, both orders)") {
+// The oracle of the packed core: split heads (a copy), sima_attention, merged heads (a copy).
+Tensor sima_split_merged(const Tensor& qkv, int64_t h, SimaNorm norm, SimaOrder order) {
+  const int64_t B = qkv.size(0), N = qkv.size(1), C = qkv.size(2) / 3;
+  Tensor t = permute(reshape(qkv, {B, N, 3, h, C / h}), {2, 0, 3, 1, 4});
+  auto part = [&](int64_t i) { return contiguous(squeeze(narrow(t, 0, i, 1), 0)); };
+  return reshape(permute(sima_attention(part(0), part(1), part(2), norm, order), {0, 2, 1, 3}), {B, N, C});
+}
+
+TEST_CASE("sima_attention_packed == split heads, sima_attention, merged heads (forward and gradient, every norm, both orders)") {
   for (SimaNorm norm : {SimaNorm::L1, SimaNorm::L2, SimaNorm::None})
     for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst, SimaOrder::Auto})
       for (const auto& [B, N, C, h] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 65, 192, 3},
@@ -353,34 +361,55 @@ TEST_CASE("sima_attention_packed == split heads, sima_attention, merged heads (e
         CAPTURE(name(norm));
         CAPTURE(int(order));
         CAPTURE(N);
-        const Tensor qkv = randn({B, N, 3 * C});
-        Tensor t = permute(reshape(qkv, {B, N, 3, h, C / h}), {2, 0, 3, 1, 4});
-        const Tensor o = sima_attention(contiguous(squeeze(narrow(t, 0, 0, 1), 0)), contiguous(squeeze(narrow(t, 0, 1, 1), 0)),
-                                        contiguous(squeeze(narrow(t, 0, 2, 1), 0)), norm, order);
-        const Tensor ref = reshape(permute(o, {0, 2, 1, 3}), {B, N, C});
-        const Tensor packed = sima_attention_packed(qkv, h, norm, order, 1e-12f);
-        CHECK(packed.shape() == ref.shape());
-        CHECK(max_abs_diff(packed, ref) <= 1e-6f * (norm == SimaNorm::None ? float(N * C) : 1.f));
+        const Tensor qkv = randn_leaf({B, N, 3 * C}, 31);
+        check_same([=](auto& in) { return sima_attention_packed(in[0], h, norm, order, 1e-12f); },
+                   [=](auto& in) { return sima_split_merged(in[0], h, norm, order); }, {qkv},
+                   {.rel = norm == SimaNorm::None ? 1e-5f : 1e-6f});
+        NoGradGuard no_grad;  // the inference path (no norms or M kept) gives the same output
+        CHECK(max_abs_diff(sima_attention_packed(qkv, h, norm, order, 1e-12f),
+                           sima_split_merged(qkv, h, norm, order)) <= 1e-6f * (norm == SimaNorm::None ? float(N * C) : 1.f));
       }
 }
 
-TEST_CASE("SimaAttention without a gradient takes the packed core: same output as with one") {
+TEST_CASE("sima_attention_packed: gradcheck w.r.t. qkv (every norm, both orders, h = 1 and 3, N < d and N > d)") {
+  uint64_t seed = 300;
+  for (SimaNorm norm : {SimaNorm::L1, SimaNorm::L2, SimaNorm::None})
+    for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst})
+      for (int64_t h : {1, 3})
+        for (auto [N, d] : {std::pair<int64_t, int64_t>{3, 4}, {5, 4}, {3, 6}, {5, 6}}) {
+          CAPTURE(name(norm));
+          CAPTURE(order == SimaOrder::QkFirst);
+          CAPTURE(h);
+          CAPTURE(N);
+          CAPTURE(d);
+          Tensor qkv = away_from_zero_leaf({2, N, 3 * h * d}, 0.1f, 1.5f, ++seed);  // |x|'s kink at 0
+          CHECK_GRADCHECK([=](const std::vector<Tensor>& in) {
+            return sima_attention_packed(in[0], h, norm, order, 1e-12f);
+          }, {qkv});
+        }
+}
+
+TEST_CASE("SimaAttention takes the packed core, with a gradient too; a hook falls back to split heads: same output and gradients") {
   for (const char* order : {"qk_first", "kv_first"}) {
     CAPTURE(order);
     auto m = make_sima(192, 3, "l1", order);
     randomize_linears(*m, 11);
-    const Tensor x = randn({2, 65, 192});
-    const Tensor with_graph = m->forward(x);  // parameters require grad: split heads, core, merge
-    CHECK(with_graph.requires_grad());
-    NoGradGuard ng;
-    const Tensor packed = m->forward(x);
-    CHECK(max_abs_diff(packed, with_graph) <= 1e-6f);
-    CHECK(m->last_order() == parse_sima_order(order));
-    int calls = 0;  // a hook needs the split q̂, k̂: the packed core steps aside
-    m->qk_hook = [&](const Tensor& q, const Tensor&) { calls += q.dim() == 4; };
-    m->forward(x);
+    const Tensor x = randn_leaf({2, 65, 192}, 12);
+    std::vector<Tensor> params;
+    for (auto& [n, p] : m->named_parameters()) params.push_back(p);
+    int calls = 0;
+    check_same([&](auto& in) { m->qk_hook = nullptr; return m->forward(in[0]); },
+               [&](auto& in) {  // a hook needs the split q̂, k̂: the packed core steps aside
+                 m->qk_hook = [&](const Tensor& q, const Tensor&) { calls += q.dim() == 4; };
+                 return m->forward(in[0]);
+               },
+               {x}, {.rel = 1e-6f}, params);
     CHECK(calls == 1);
+    m->qk_hook = nullptr;
+    NoGradGuard ng;
+    CHECK(max_abs_diff(m->forward(x), m->forward(x.detach())) == 0.f);
+    CHECK(m->last_order() == parse_sima_order(order));
   }
-  CHECK_THROWS_AS(sima_attention_packed(randn_leaf({1, 4, 24}, 1), 2, SimaNorm::L1, SimaOrder::Auto, 1e-12f), Error);
   CHECK_THROWS_AS(sima_attention_packed(randn({1, 4, 25}), 2, SimaNorm::L1, SimaOrder::Auto, 1e-12f), Error);
+  CHECK_THROWS_AS(sima_attention_packed(randn({1, 4, 24}), 2, SimaNorm::L1, SimaOrder::Auto, 0.f), Error);
 }

@@ -1,6 +1,6 @@
 // Softmax attention: the fused core (softmax_attention) against finite differences, against
 // the same formula composed from core ops, against hand-worked values, and the module; the
-// packed inference core (softmax_attention_packed) against the split heads.
+// packed core (softmax_attention_packed, forward and backward) against the split heads.
 #include "attention_testing.h"
 
 #include <cmath>
@@ -260,40 +260,72 @@ std::vector<Tensor> split_qkv(const Tensor& qkv, int64_t h) {
           contiguous(squeeze(narrow(t, 0, 2, 1), 0))};
 }
 
-TEST_CASE("softmax_attention_packed == split heads, softmax_attention, merged heads") {
+Tensor split_merged(const Tensor& qkv, int64_t h, float scale) {  // the packed core's oracle
+  const int64_t B = qkv.size(0), N = qkv.size(1), C = qkv.size(2) / 3;
+  const std::vector<Tensor> s = split_qkv(qkv, h);
+  return reshape(permute(softmax_attention(s[0], s[1], s[2], scale), {0, 2, 1, 3}), {B, N, C});
+}
+
+TEST_CASE("softmax_attention_packed == split heads, softmax_attention, merged heads (forward and gradient)") {
   // DeiT-Tiny's block (N = 65, 3 heads of 64) and small odd shapes
   for (const auto& [B, N, C, h] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 65, 192, 3},
                                    {3, 5, 8, 2}, {1, 1, 4, 1}, {2, 7, 12, 4}}) {
     CAPTURE(N);
     CAPTURE(C);
-    const Tensor qkv = randn({B, N, 3 * C});
-    const std::vector<Tensor> s = split_qkv(qkv, h);
+    const Tensor qkv = randn_leaf({B, N, 3 * C}, 41);
     const float scale = 1.f / std::sqrt(float(C / h));
-    const Tensor ref = reshape(permute(softmax_attention(s[0], s[1], s[2], scale), {0, 2, 1, 3}), {B, N, C});
     int64_t exps = 0;
-    const Tensor o = softmax_attention_packed(qkv, h, scale, &exps);
-    CHECK(o.shape() == ref.shape());
-    CHECK(max_abs_diff(o, ref) <= 1e-6f);
+    check_same([&](auto& in) { return softmax_attention_packed(in[0], h, scale, &exps); },
+               [&](auto& in) { return split_merged(in[0], h, scale); }, {qkv}, {.rel = 1e-6f});
     CHECK(exps == B * h * N * N);
+    NoGradGuard no_grad;  // the inference path (P not kept)
+    CHECK(max_abs_diff(softmax_attention_packed(qkv, h, scale), split_merged(qkv, h, scale)) <= 1e-6f);
   }
 }
 
-TEST_CASE("SoftmaxAttention without a gradient takes the packed core: same output as with one") {
-  auto attn = make_module(192, 3);
-  const Tensor x = randn({2, 65, 192});
-  const Tensor with_graph = attn->forward(x);  // parameters require grad: split heads, core, merge
-  CHECK(with_graph.requires_grad());
-  NoGradGuard ng;
-  const Tensor packed = attn->forward(x);
-  CHECK(max_abs_diff(packed, with_graph) <= 1e-5f);
-  // a hook needs the split q and k: the packed core steps aside
-  int calls = 0;
-  attn->qk_hook = [&](const Tensor& q, const Tensor&) { calls += q.dim() == 4; };
-  attn->forward(x);
-  CHECK(calls == 1);
+TEST_CASE("softmax_attention_packed: gradcheck w.r.t. qkv (h = 1 and 3, N < d and N > d)") {
+  uint64_t seed = 500;
+  for (int64_t h : {1, 3})
+    for (auto [N, d] : {std::pair<int64_t, int64_t>{3, 4}, {5, 4}, {1, 2}}) {
+      CAPTURE(h);
+      CAPTURE(N);
+      Tensor qkv = randn_leaf({2, N, 3 * h * d}, ++seed);
+      CHECK_GRADCHECK([=](const std::vector<Tensor>& in) { return softmax_attention_packed(in[0], h, 0.7f); }, {qkv});
+    }
 }
 
-TEST_CASE("softmax_attention_packed: same bits at 1 and 2 threads; refuses a graph and bad shapes") {
+TEST_CASE("SoftmaxAttention takes the packed core, with a gradient too; a hook or attention dropout falls back to split heads") {
+  auto attn = make_module(192, 3);
+  randomize_linears(*attn, 13);
+  const Tensor x = randn_leaf({2, 65, 192}, 14);
+  std::vector<Tensor> params;
+  for (auto& [n, p] : attn->named_parameters()) params.push_back(p);
+  int calls = 0;
+  check_same([&](auto& in) { attn->qk_hook = nullptr; return attn->forward(in[0]); },
+             [&](auto& in) {  // a hook needs the split q and k: the packed core steps aside
+               attn->qk_hook = [&](const Tensor& q, const Tensor&) { calls += q.dim() == 4; };
+               return attn->forward(in[0]);
+             },
+             {x}, {.rel = 1e-6f}, params);
+  CHECK(calls == 1);
+  attn->qk_hook = nullptr;
+  {
+    NoGradGuard ng;
+    CHECK(max_abs_diff(attn->forward(x), attn->forward(x.detach())) == 0.f);
+  }
+  auto dropping = make_module(192, 3, 0.5f);  // attention dropout in training: split heads (mask per pair)
+  dropping->train();
+  const int64_t before = dropping->exp_calls();
+  reseed_dropout();
+  const Tensor a = dropping->forward(x);
+  dropping->qk_hook = [&](const Tensor&, const Tensor&) {};
+  reseed_dropout();
+  const Tensor b = dropping->forward(x);  // surely the split path: the same mask, the same output
+  CHECK(max_abs_diff(a, b) == 0.f);
+  CHECK(dropping->exp_calls() - before == 2 * 2 * 3 * 65 * 65);
+}
+
+TEST_CASE("softmax_attention_packed: same bits at 1 and 2 threads; refuses bad shapes") {
   const Tensor qkv = randn({2, 65, 3 * 192});
   auto run = [&](int threads) {
     const int before = num_threads();
@@ -303,7 +335,7 @@ TEST_CASE("softmax_attention_packed: same bits at 1 and 2 threads; refuses a gra
     return o;
   };
   CHECK(max_abs_diff(run(1), run(2)) == 0.f);
-  CHECK_THROWS_AS(softmax_attention_packed(randn_leaf({1, 4, 24}, 1), 2, 1.f), Error);  // requires grad
+  CHECK_THROWS_AS(softmax_attention_packed(randn({1, 4, 24}), 2, 0.f), Error);          // scale not positive
   CHECK_THROWS_AS(softmax_attention_packed(randn({1, 4, 25}), 2, 1.f), Error);          // 3C not divisible
   CHECK_THROWS_AS(softmax_attention_packed(randn({4, 24}), 2, 1.f), Error);             // not (B, N, 3C)
 }
