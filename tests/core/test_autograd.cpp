@@ -13,6 +13,26 @@ TEST_CASE("a tensor used twice accumulates both contributions: y = x*x + x") {
   check_close(x.grad(), {-1.f, 2.f, 5.f});  // dy/dx = 2x + 1
 }
 
+TEST_CASE("a gradient tensor handed to two inputs: each input's sum stays its own") {
+  // share(u, w) = u + w, its backward returning the same tensor to both inputs; u then gets a
+  // second contribution from mul(u, 5), which must not reach w's pending gradient (an engine
+  // summing into the shared tensor in place would). t = 5u + (u + w) = 6·2x + 3x -> dt/dx = 15.
+  Tensor x = from_vector({1.f, -2.f});
+  x.requires_grad_();
+  Tensor u = mul(x, 2.f), w = mul(x, 3.f);
+  Tensor sh = add(u.detach(), w.detach());
+  attach_grad_fn(sh, "share", {u, w}, [](const Tensor& g) -> Grads { return {g, g}; });
+  Tensor t = add(mul(u, 5.f), sh);
+  t.backward(ones({2}));
+  check_close(x.grad(), {15.f, 15.f});
+  // Three contributions to one node: y = 6v + v·v + v, v = z + 1 -> dy/dz = 7 + 2v.
+  Tensor z = from_vector({0.5f, 3.f});
+  z.requires_grad_();
+  Tensor v = add(z, 1.f);
+  add(add(mul(v, 6.f), mul(v, v)), v).backward(ones({2}));
+  check_close(z.grad(), {10.f, 15.f});
+}
+
 TEST_CASE("diamond graph: gradients reach a node only after all its consumers ran") {
   // a = 2x; b = a*a; c = a*3; y = b + c  ->  dy/dx = (2a + 3)·2 = 8x + 6
   Tensor x = from_vector({1.f, -2.f});
