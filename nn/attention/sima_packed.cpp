@@ -21,7 +21,6 @@
 #include "core/error.h"
 #include "core/flops.h"
 #include "core/ops/gemm.h"
-#include "core/ops/shape_ops.h"
 #include "core/parallel.h"
 #include "nn/attention/sima.h"
 #include "nn/attention/sima_column_norm.h"
@@ -82,11 +81,10 @@ Tensor packed_backward(const Packed& L, const Tensor& qkv, const Tensor& norms, 
 
 }  // namespace
 
-Tensor sima_attention_packed(const Tensor& qkv, int64_t heads, SimaNorm norm, SimaOrder order, float eps) {
-  check(qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0,
-        "sima_attention_packed: qkv ", qkv.shape(), " must be (B, N, 3C) with C divisible by ", heads, " heads");
+Tensor sima_attention_packed(const Tensor& x, int64_t heads, SimaNorm norm, SimaOrder order, float eps) {
+  check(x.dim() == 3 && heads > 0 && x.size(2) % (3 * heads) == 0,
+        "sima_attention_packed: qkv ", x.shape(), " must be (B, N, 3C) with C divisible by ", heads, " heads");
   check(eps > 0.f && std::isfinite(eps), "sima_attention_packed: eps must be positive and finite, got ", eps);
-  const Tensor x = contiguous(qkv);
   Packed L{x.size(0), x.size(1), x.size(2) / 3, heads, x.size(2) / 3 / heads, x.size(2),
            column_norm(norm), eps, false};
   L.qk_first = resolve_sima_order(order, L.N, L.d) == SimaOrder::QkFirst;
@@ -122,7 +120,7 @@ Tensor sima_attention_packed(const Tensor& qkv, int64_t heads, SimaNorm norm, Si
   if (grad)
     attach_grad_fn(out, "sima_attention_packed", {x},
                    [L, xs = x.detach(), norms, M](const Tensor& g) -> Grads {
-                     return {packed_backward(L, xs, norms, M, contiguous(g))};
+                     return {packed_backward(L, xs, norms, M, g)};
                    });
   return out;
 }

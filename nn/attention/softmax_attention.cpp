@@ -33,7 +33,6 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops/gemm.h"
-#include "core/ops/shape_ops.h"
 #include "core/ops/vmath.h"
 #include "core/parallel.h"
 
@@ -181,11 +180,10 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, floa
 // o (B, N, C) with the heads merged; with a gradient P is saved (B·h, N, N) and the backward
 // writes dq, dk, dv in place into one dqkv (B, N, 3C), the same products as above:
 //   dv = Pᵀ dO,  dP = dO vᵀ,  dS = s · P ⊙ (dP − rowsum(dP ⊙ P)),  dq = dS k,  dk = dSᵀ q
-Tensor softmax_attention_packed(const Tensor& qkv_in, int64_t heads, float scale, int64_t* exp_calls) {
-  check(qkv_in.dim() == 3 && heads > 0 && qkv_in.size(2) % (3 * heads) == 0, "softmax_attention_packed: qkv ",
-        qkv_in.shape(), " must be (B, N, 3C) with C divisible by ", heads, " heads");
+Tensor softmax_attention_packed(const Tensor& qkv, int64_t heads, float scale, int64_t* exp_calls) {
+  check(qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0, "softmax_attention_packed: qkv ",
+        qkv.shape(), " must be (B, N, 3C) with C divisible by ", heads, " heads");
   check(scale > 0.f, "softmax_attention_packed: scale must be positive, got ", scale);
-  const Tensor qkv = contiguous(qkv_in);
   const int64_t B = qkv.size(0), N = qkv.size(1), C = qkv.size(2) / 3, d = C / heads, ld = 3 * C, nn = N * N;
   check(N > 0, "softmax_attention_packed: no tokens (qkv ", qkv.shape(), ")");
   const bool save = needs_grad(qkv);
@@ -209,8 +207,7 @@ Tensor softmax_attention_packed(const Tensor& qkv_in, int64_t heads, float scale
   if (exp_calls) *exp_calls += B * heads * nn;
   if (save)
     attach_grad_fn(o, "softmax_attention_packed", {qkv},
-                   [qs = qkv.detach(), P, scale, heads, N, C, d, ld, nn, q_of, o_of](const Tensor& gO_in) -> Grads {
-      const Tensor gO = contiguous(gO_in);
+                   [qs = qkv.detach(), P, scale, heads, N, C, d, ld, nn, q_of, o_of](const Tensor& gO) -> Grads {
       Tensor dqkv = empty(qs.shape());
       const float *pqkv = qs.data(), *pP = P.data(), *pg = gO.data();
       float* pd = dqkv.data();
