@@ -20,7 +20,8 @@ from compare_pytorch import CASES, ATTNS
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 COMMAND = "python3 tests/bench/bench_history.py"
 COLUMNS = ("date (UTC)", "commit", "CPU", "threads", "precision", "busy core",
-           "train ours/torch", "infer b64 ours/torch", "b1 latency ours/torch", "infer b64 ours/torch int8")
+           "train ours/torch", "infer b64 ours/torch", "b1 latency ours/torch", "infer b64 ours/torch int8",
+           "ours train / infer, % SGEMM peak")
 
 
 def load(directory):
@@ -43,13 +44,21 @@ def num(x):
     return "—" if x is None else f"{x:.2f}"
 
 
+def peak_pct(ours):
+    """ "train / infer" percentages of the SGEMM peak (the GEMM work over the time); records made
+    before sima-bench counted the forward's GEMM work have only the training one."""
+    pct = [ours.get(k) for k in ("fraction_of_sgemm_peak", "infer_fraction_of_sgemm_peak")]
+    return " / ".join("—" if p is None else f"{100 * p:.0f}" for p in pct)
+
+
 def row(rec, res):
     cpu = rec["cpu"]["model"] + (" (" + ", ".join(rec["cpu"]["isa"]) + ")" if rec["cpu"]["isa"] else "")
     commit = rec["commit"] + ("+" if rec.get("commit_dirty") else "")
     r = res["ratios"]
     cells = (rec["date"].replace("T", " ").rstrip("Z"), commit, cpu, str(rec["threads"]), rec["precision"],
              "yes" if rec["busy_core"] else "no",
-             num(r["train"]), num(r["infer_b64"]), num(r["latency_b1"]), num(r["int8_infer_b64"]))
+             num(r["train"]), num(r["infer_b64"]), num(r["latency_b1"]), num(r["int8_infer_b64"]),
+             peak_pct(res["medians"]["ours"]))
     return "| " + " | ".join(c.replace("|", "/") for c in cells) + " |"
 
 
@@ -64,7 +73,7 @@ def tables(records):
         attns = [a for a in ATTNS if (case, a) in keys] + sorted({a for c, a in keys if c == case} - set(ATTNS))
         for attn in attns:
             lines += [f"### {case}, {attn} attention", "",
-                      "| " + " | ".join(COLUMNS) + " |", "|---|---|---|--:|---|---|--:|--:|--:|--:|"]
+                      "| " + " | ".join(COLUMNS) + " |", "|---|---|---|--:|---|---|--:|--:|--:|--:|--:|"]
             for _, rec in records:
                 lines += [row(rec, res) for res in rec["results"] if (res["case"], res["attn"]) == (case, attn)]
             lines.append("")
@@ -82,7 +91,10 @@ def page(records, records_dir):
         "(`tests/bench/bench_record.py` describes a record). Every ratio is ours / PyTorch's median over",
         "the comparison's rounds, on the same model, batch and threads: above 1 is better for training and",
         "inference (img/s), worse for the batch-1 latency (ms). The last column compares our inference",
-        "(at the record's precision) with PyTorch's dynamic int8. \"busy core\" means a spinning process",
+        "(at the record's precision) with PyTorch's dynamic int8. The last column is our GEMM work over",
+        "the time of a training step and of a batch-64 forward, against the 1024³ SGEMM peak measured in",
+        "the same run (the forward's at the record's precision, counted in float32 products: above 100",
+        "at bf16 or int8 is possible). \"busy core\" means a spinning process",
         "ran during every run of both sides (`--busy-core`). A commit with \"+\" had uncommitted changes.",
         "Figures from different machines or loads are not comparable; the CPU column names the machine.",
         "",

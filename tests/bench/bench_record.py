@@ -37,7 +37,8 @@ CSV_COLUMNS = ("case", "attn", "threads", "precision", "busy_core",
                "ours_infer_img_s", "torch_infer_img_s", "ratio_infer_b64",
                "ours_b1_ms", "torch_b1_ms", "ratio_latency_b1",
                "ours_rss_mib", "torch_rss_mib", "ratio_peak_rss", "sgemm_peak_pct",
-               "torch_int8_infer_img_s", "ratio_int8_infer_b64", "torch_int8_b1_ms", "ratio_int8_latency_b1")
+               "torch_int8_infer_img_s", "ratio_int8_infer_b64", "torch_int8_b1_ms", "ratio_int8_latency_b1",
+               "infer_sgemm_peak_pct")
 
 
 def ratio(x, y):
@@ -52,13 +53,14 @@ def ratios(m):
 
 def csv_row(case, attn, m, threads, precision, busy):
     o, t, q, r = m["ours"], m["torch"], m["torch_int8"], ratios(m)
-    frac = o.get("fraction_of_sgemm_peak")
+    frac, ifrac = o.get("fraction_of_sgemm_peak"), o.get("infer_fraction_of_sgemm_peak")
     vals = (case, attn, threads, precision, int(busy),
             o.get("train_img_per_s"), t.get("train_img_s"), r["train"],
             o.get("infer_img_per_s"), t.get("infer_img_s"), r["infer_b64"],
             o.get("latency_b1_ms"), t.get("latency_b1_ms"), r["latency_b1"],
             o.get("peak_rss_mb"), t.get("peak_rss_mb"), r["peak_rss"], None if frac is None else 100 * frac,
-            q.get("infer_img_s"), r["int8_infer_b64"], q.get("latency_b1_ms"), r["int8_latency_b1"])
+            q.get("infer_img_s"), r["int8_infer_b64"], q.get("latency_b1_ms"), r["int8_latency_b1"],
+            None if ifrac is None else 100 * ifrac)
     return dict(zip(CSV_COLUMNS, vals))
 
 

@@ -61,7 +61,7 @@ CASES = ("deit_tiny", "quickstart_cvt")
 ATTNS = ("softmax", "sima")
 BATCH = 64
 OURS_KEYS = ("train_img_per_s", "infer_img_per_s", "latency_b1_ms", "peak_rss_mb", "fraction_of_sgemm_peak",
-             "train_step_ms", "infer_ms", "parameters")
+             "infer_fraction_of_sgemm_peak", "train_step_ms", "infer_ms", "parameters")
 PEER_KEYS = ("train_img_s", "infer_img_s", "latency_b1_ms", "peak_rss_mb", "train_step_ms", "parameters")
 
 
@@ -233,18 +233,18 @@ def print_tables(a, med, load0, cores):
     print(f"\nsima.cpp vs PyTorch, {a.threads} threads, batch {BATCH}, median of {a.rounds} round(s), "
           f"{mode(a)}; ratio = ours / torch; load average {load0:.2f} on {cores} cores at the start\n")
     print("| case | attn | ours train img/s | torch train img/s | ratio | ours infer img/s | torch | ratio "
-          "| ours b1 ms | torch b1 ms | ratio | ours RSS MiB | torch RSS | ratio | % SGEMM peak |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+          "| ours b1 ms | torch b1 ms | ratio | ours RSS MiB | torch RSS | ratio | % SGEMM peak train | infer |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for (c, at), m in med.items():
         o, t = m["ours"], m["torch"]
-        frac = o["fraction_of_sgemm_peak"]
+        frac, ifrac = o["fraction_of_sgemm_peak"], o.get("infer_fraction_of_sgemm_peak")
         print(f"| {c} | {at} | {fmt(o['train_img_per_s'])} | {fmt(t['train_img_s'])} "
               f"| {fr(o['train_img_per_s'], t['train_img_s'])} | {fmt(o['infer_img_per_s'])} "
               f"| {fmt(t['infer_img_s'])} | {fr(o['infer_img_per_s'], t['infer_img_s'])} "
               f"| {fmt(o['latency_b1_ms'], 2)} | {fmt(t['latency_b1_ms'], 2)} "
               f"| {fr(o['latency_b1_ms'], t['latency_b1_ms'])} | {fmt(o['peak_rss_mb'])} "
               f"| {fmt(t['peak_rss_mb'])} | {fr(o['peak_rss_mb'], t['peak_rss_mb'])} "
-              f"| {fmt(None if frac is None else 100 * frac)} |")
+              f"| {fmt(None if frac is None else 100 * frac)} | {fmt(None if ifrac is None else 100 * ifrac)} |")
 
     print(f"\nInference: ours at {a.precision} against PyTorch's dynamic int8 (ratio = ours / torch int8), "
           f"{mode(a)}\n")

@@ -150,6 +150,13 @@ TEST_CASE("bench: a model bench reports consistent rates") {
   CHECK(r.sgemm_peak_gflop_per_s > 0);
   CHECK(r.peak_rss_mb > 1);
   CHECK(to_json(r)["fraction_of_sgemm_peak"].get<double>() > 0);
+  // The step repeats the forward's products and adds up to two per product in the backward (one
+  // where no input gradient is needed, as for the patch embedding; recomputations add a few).
+  CHECK(r.infer_gemm_gflop > 0);
+  CHECK(r.train_gemm_gflop >= 2 * r.infer_gemm_gflop);
+  CHECK(r.train_gemm_gflop <= 4 * r.infer_gemm_gflop);
+  CHECK(r.infer_gflop_per_s == doctest::Approx(r.infer_gemm_gflop / (r.infer_ms * 1e-3)));
+  CHECK(to_json(r)["infer_fraction_of_sgemm_peak"].get<double>() > 0);
 }
 
 // ---- the sima-bench binary ----------------------------------------------------------------
@@ -179,7 +186,7 @@ TEST_CASE("sima-bench: each mode runs on tiny shapes and prints JSON") {
   REQUIRE(model.status == 0);
   nlohmann::json m = nlohmann::json::parse(model.out);
   for (const char* key : {"train_img_per_s", "infer_img_per_s", "latency_b1_ms", "peak_rss_mb",
-                          "fraction_of_sgemm_peak", "train_gemm_gflop", "parameters"})
+                          "fraction_of_sgemm_peak", "infer_fraction_of_sgemm_peak", "train_gemm_gflop", "parameters"})
     CHECK(m.contains(key));
   CHECK(m["batch"] == 2);
 }

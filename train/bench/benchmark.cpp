@@ -227,6 +227,12 @@ ModelBenchResult bench_model(const ModelBenchConfig& cfg) {
   r.train_gflop_per_s = r.train_gemm_gflop / (r.train_step_ms * 1e-3);
 
   model->eval();
+  {
+    NoGradGuard ng;
+    const int64_t f0 = gemm_flops();
+    model->forward(images);
+    r.infer_gemm_gflop = double(gemm_flops() - f0) * 1e-9;
+  }
   r.precision = precision_name(cfg.precision);
   r.precision = cfg.int8_attention ? "int8+attention" : r.precision;
   r.precision_note = set_inference_precision(*model, cfg.precision, cfg.int8_attention);  // training ran float32
@@ -242,6 +248,7 @@ ModelBenchResult bench_model(const ModelBenchConfig& cfg) {
       },
       cfg.timing);
   r.infer_img_per_s = double(cfg.batch) / (r.infer_ms * 1e-3);
+  r.infer_gflop_per_s = r.infer_gemm_gflop / (r.infer_ms * 1e-3);
   Tensor one = randn({1, mc.in_chans, mc.img_size, mc.img_size});
   r.latency_b1_ms = median_ms(
       [&] {
@@ -274,6 +281,9 @@ json to_json(const ModelBenchResult& r) {
           {"train_gflop_per_s", r.train_gflop_per_s},
           {"sgemm_peak_gflop_per_s", r.sgemm_peak_gflop_per_s}, {"gemm", gemm_backend_name(gemm_backend())},
           {"fraction_of_sgemm_peak", r.sgemm_peak_gflop_per_s > 0 ? r.train_gflop_per_s / r.sgemm_peak_gflop_per_s : 0.0},
+          {"infer_gemm_gflop", r.infer_gemm_gflop},
+          {"infer_gflop_per_s", r.infer_gflop_per_s},
+          {"infer_fraction_of_sgemm_peak", r.sgemm_peak_gflop_per_s > 0 ? r.infer_gflop_per_s / r.sgemm_peak_gflop_per_s : 0.0},
           {"peak_rss_mb", r.peak_rss_mb}};
 }
 

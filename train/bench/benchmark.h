@@ -82,6 +82,10 @@ struct ModelBenchResult {
   double latency_b1_ms = 0.0;                         // eval, batch 1
   double train_gemm_gflop = 0.0;                      // GEMM work of one training step
   double train_gflop_per_s = 0.0;
+  // GEMM work of one inference forward at `batch`, counted on the float32 model (the same products
+  // at every precision), and that work over infer_ms: against the SGEMM peak, how close the
+  // forward comes to running nothing but GEMMs at the library's best speed.
+  double infer_gemm_gflop = 0.0, infer_gflop_per_s = 0.0;
   double sgemm_peak_gflop_per_s = 0.0;                // measured in the same run
   double peak_rss_mb = 0.0;                           // of the process so far (getrusage)
 };
