@@ -38,14 +38,32 @@ Dnnl& dnnl_ctx() {
   return c;
 }
 
+// An MLP activation as oneDNN's eltwise post-op: GELU is its gelu_erf (x·Φ(x), erf-based), QuickGELU
+// its swish with α = 1.702 (x·σ(1.702x)), ReLU its relu (slope 0).
+void append_act(dnnl::post_ops& ops, MlpActivation act) {
+  switch (act) {
+    case MlpActivation::Gelu: return ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    case MlpActivation::QuickGelu: return ops.append_eltwise(1.f, dnnl::algorithm::eltwise_swish, 1.702f, 0.f);
+    case MlpActivation::Relu: return ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  }
+}
+
 // A matmul primitive for src (M, K) and weights (K, N) in the given types, weights packed as
-// oneDNN prefers, with a float32 bias (N) added as it stores when `bias`; throws dnnl::error when
-// no implementation exists on this CPU.
-dnnl::matmul::primitive_desc matmul_pd(int64_t M, int64_t K, int64_t N, dt src, dt wei, dt dst, bool bias = false) {
+// oneDNN prefers, with a float32 bias (N) added as it stores when `bias`, then `act` when given
+// (a post-op: applied to each value as it stores, no second pass); throws dnnl::error when no
+// implementation exists on this CPU.
+dnnl::matmul::primitive_desc matmul_pd(int64_t M, int64_t K, int64_t N, dt src, dt wei, dt dst, bool bias = false,
+                                       const MlpActivation* act = nullptr) {
   memory::desc a({M, K}, src, tag::ab), w({K, N}, wei, tag::any), c({M, N}, dst, tag::ab);
-  if (!bias) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, c), dnnl_ctx().eng);
-  memory::desc b({1, N}, dt::f32, tag::ab);
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, b, c), dnnl_ctx().eng);
+  dnnl::primitive_attr attr;
+  if (act) {
+    dnnl::post_ops ops;
+    append_act(ops, *act);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::desc d = bias ? dnnl::matmul::desc(a, w, memory::desc({1, N}, dt::f32, tag::ab), c)
+                                    : dnnl::matmul::desc(a, w, c);
+  return dnnl::matmul::primitive_desc(d, attr, dnnl_ctx().eng);
 }
 
 // The activation of an MLP's hidden layer as a functor (activation_fns.h), or none: f(v) = v.
@@ -111,16 +129,18 @@ struct LowpLinear::Impl {
   std::vector<float> wf;       // F32: W as it is (out, in), packed by oneDNN in the plan
   std::vector<float> bias;     // (out) or empty
   std::vector<float> zeros_;   // (out) zeros: the bias of a Linear without one
-  // F32 and native BF16: the primitive adds the bias as it stores (none when bias is empty).
+  // F32 and native BF16: the primitive adds the bias as it stores (none when bias is empty), and an
+  // MLP's activation after it (a post-op).
   bool bias_in_primitive() const { return !bias.empty() && (p == Precision::F32 || (p == Precision::BF16 && bf16_native())); }
   struct Plan {
     dnnl::matmul prim;
     memory weights;  // packed for prim
   };
-  mutable std::map<int64_t, Plan> plans;  // per row count M
+  // per row count M and activation (-1: none; else the MlpActivation's value)
+  mutable std::map<std::pair<int64_t, int>, Plan> plans;
   mutable std::mutex mu;
 
-  const Plan& plan(int64_t M) const;
+  const Plan& plan(int64_t M, const MlpActivation* act = nullptr) const;
   // y (M, out) = act(x Wᵀ + b); act null: none
   void forward_int8(const float* x, int64_t M, float* y, const MlpActivation* act) const;
   void forward_bf16(const float* x, int64_t M, float* y, const MlpActivation* act) const;
@@ -128,13 +148,14 @@ struct LowpLinear::Impl {
   void run(const Plan& pl, const memory& a, float* y, int64_t M) const;  // the primitive: y = a Wᵀ (+ b)
 };
 
-const LowpLinear::Impl::Plan& LowpLinear::Impl::plan(int64_t M) const {
+const LowpLinear::Impl::Plan& LowpLinear::Impl::plan(int64_t M, const MlpActivation* act) const {
+  const std::pair<int64_t, int> key{M, act ? static_cast<int>(*act) : -1};
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = plans.find(M); it != plans.end()) return it->second;
+  if (auto it = plans.find(key); it != plans.end()) return it->second;
   if (plans.size() >= 8) plans.clear();  // a few row counts are normal; many are a caller's loop
   const bool i8 = p == Precision::Int8, f32 = p == Precision::F32;
   const dt w_type = i8 ? dt::s8 : f32 ? dt::f32 : dt::bf16;
-  auto pd = matmul_pd(M, in, out, i8 ? dt::u8 : w_type, w_type, i8 ? dt::s32 : dt::f32, bias_in_primitive());
+  auto pd = matmul_pd(M, in, out, i8 ? dt::u8 : w_type, w_type, i8 ? dt::s32 : dt::f32, bias_in_primitive(), act);
   Plan plan{dnnl::matmul(pd), memory()};
   for (auto& [m, other] : plans)  // the same packed layout: share the packed weights
     if (other.weights.get_desc() == pd.weights_desc()) plan.weights = other.weights;
@@ -145,7 +166,7 @@ const LowpLinear::Impl::Plan& LowpLinear::Impl::plan(int64_t M) const {
     dnnl::reorder(src, plan.weights).execute(dnnl_ctx().st, src, plan.weights);
     dnnl_ctx().st.wait();
   }
-  return plans.emplace(M, std::move(plan)).first->second;
+  return plans.emplace(key, std::move(plan)).first->second;
 }
 
 // y (M, out) = act(dequant(x_q (M, in) · W_qᵀ) + b)
@@ -191,8 +212,8 @@ void LowpLinear::Impl::forward_bf16(const float* x, int64_t M, float* y, const M
   if (bf16_native()) {
     std::unique_ptr<uint16_t[]> xb(new uint16_t[M * in]);  // uninitialised: written in full below
     floats_to_bf16_bits(x, xb.get(), M * in);
-    run(plan(M), memory(memory::desc({M, in}, dt::bf16, tag::ab), dnnl_ctx().eng, xb.get()), y, M);
-    bias_act(y, M, out, nullptr, act);  // the primitive added the bias
+    run(plan(M, act), memory(memory::desc({M, in}, dt::bf16, tag::ab), dnnl_ctx().eng, xb.get()), y, M);
+    // the primitive added the bias and applied act
   } else {
     std::vector<float> xr(static_cast<size_t>(M * in));
     for (int64_t i = 0; i < M * in; ++i) xr[i] = round_to_bf16(x[i]);
@@ -204,8 +225,8 @@ void LowpLinear::Impl::forward_bf16(const float* x, int64_t M, float* y, const M
 // y (M, out) = x · Wᵀ + b in float32, W packed once by oneDNN: at small M the sgemm's packing of
 // W at every call is a fifth of the product's time, which this saves (docs/performance.md §4).
 void LowpLinear::Impl::forward_f32(const float* x, int64_t M, float* y, const MlpActivation* act) const {
-  run(plan(M), memory(memory::desc({M, in}, dt::f32, tag::ab), dnnl_ctx().eng, const_cast<float*>(x)), y, M);
-  bias_act(y, M, out, nullptr, act);  // the primitive added the bias
+  run(plan(M, act), memory(memory::desc({M, in}, dt::f32, tag::ab), dnnl_ctx().eng, const_cast<float*>(x)), y, M);
+  // the primitive added the bias and applied act
 }
 
 LowpLinear::LowpLinear(Precision p, const Tensor& weight, const Tensor& bias) : impl_(std::make_shared<Impl>()) {
