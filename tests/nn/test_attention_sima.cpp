@@ -41,8 +41,10 @@ std::shared_ptr<SimaAttention> make_sima(int64_t dim, int64_t heads, const std::
 
 }  // namespace
 
-TEST_CASE("sima_attention: gradcheck w.r.t. q, k, v (every norm, both orders, h = 1 and 3, N < d and N > d)") {
-  uint64_t seed = 100;
+// The gradcheck grid: every norm, both orders, h = 1 and 3, N < d and N > d; f(norm, order, h, N,
+// d, seed) with a fresh seed per case.
+template <class F>
+void for_gradcheck_grid(uint64_t seed, F&& f) {
   for (SimaNorm norm : {SimaNorm::L1, SimaNorm::L2, SimaNorm::None})
     for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst})
       for (int64_t h : {1, 3})
@@ -52,14 +54,19 @@ TEST_CASE("sima_attention: gradcheck w.r.t. q, k, v (every norm, both orders, h 
           CAPTURE(h);
           CAPTURE(N);
           CAPTURE(d);
-          // Away from 0: |x| has a kink there, which central differences would straddle.
-          Tensor q = away_from_zero_leaf({2, h, N, d}, 0.1f, 1.5f, ++seed);
-          Tensor k = away_from_zero_leaf({2, h, N, d}, 0.1f, 1.5f, ++seed);
-          Tensor v = randn_leaf({2, h, N, d}, ++seed);
-          CHECK_GRADCHECK([=](const std::vector<Tensor>& in) {
-            return sima_attention(in[0], in[1], in[2], norm, order);
-          }, {q, k, v});
+          f(norm, order, h, N, d, seed += 3);
         }
+}
+
+TEST_CASE("sima_attention: gradcheck w.r.t. q, k, v (every norm, both orders, h = 1 and 3, N < d and N > d)") {
+  for_gradcheck_grid(100, [](SimaNorm norm, SimaOrder order, int64_t h, int64_t N, int64_t d, uint64_t seed) {
+    // Away from 0: |x| has a kink there, which central differences would straddle.
+    Tensor q = away_from_zero_leaf({2, h, N, d}, 0.1f, 1.5f, seed);
+    Tensor k = away_from_zero_leaf({2, h, N, d}, 0.1f, 1.5f, seed + 1);
+    Tensor v = randn_leaf({2, h, N, d}, seed + 2);
+    CHECK_GRADCHECK([=](const std::vector<Tensor>& in) { return sima_attention(in[0], in[1], in[2], norm, order); },
+                    {q, k, v});
+  });
 }
 
 TEST_CASE("sima_attention: gradcheck with fewer key/value tokens than queries (N_kv != N)") {
@@ -372,21 +379,11 @@ TEST_CASE("sima_attention_packed == split heads, sima_attention, merged heads (f
 }
 
 TEST_CASE("sima_attention_packed: gradcheck w.r.t. qkv (every norm, both orders, h = 1 and 3, N < d and N > d)") {
-  uint64_t seed = 300;
-  for (SimaNorm norm : {SimaNorm::L1, SimaNorm::L2, SimaNorm::None})
-    for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst})
-      for (int64_t h : {1, 3})
-        for (auto [N, d] : {std::pair<int64_t, int64_t>{3, 4}, {5, 4}, {3, 6}, {5, 6}}) {
-          CAPTURE(name(norm));
-          CAPTURE(order == SimaOrder::QkFirst);
-          CAPTURE(h);
-          CAPTURE(N);
-          CAPTURE(d);
-          Tensor qkv = away_from_zero_leaf({2, N, 3 * h * d}, 0.1f, 1.5f, ++seed);  // |x|'s kink at 0
-          CHECK_GRADCHECK([=](const std::vector<Tensor>& in) {
-            return sima_attention_packed(in[0], h, norm, order, 1e-12f);
-          }, {qkv});
-        }
+  for_gradcheck_grid(300, [](SimaNorm norm, SimaOrder order, int64_t h, int64_t N, int64_t d, uint64_t seed) {
+    Tensor qkv = away_from_zero_leaf({2, N, 3 * h * d}, 0.1f, 1.5f, seed);  // |x|'s kink at 0
+    CHECK_GRADCHECK([=](const std::vector<Tensor>& in) { return sima_attention_packed(in[0], h, norm, order, 1e-12f); },
+                    {qkv});
+  });
 }
 
 TEST_CASE("SimaAttention takes the packed core, with a gradient too; a hook falls back to split heads: same output and gradients") {
