@@ -81,20 +81,20 @@ Tensor packed_backward(const Packed& L, const Tensor& qkv, const Tensor& norms, 
 
 }  // namespace
 
-Tensor sima_attention_packed(const Tensor& x, int64_t heads, SimaNorm norm, SimaOrder order, float eps) {
-  check(x.dim() == 3 && heads > 0 && x.size(2) % (3 * heads) == 0,
-        "sima_attention_packed: qkv ", x.shape(), " must be (B, N, 3C) with C divisible by ", heads, " heads");
+Tensor sima_attention_packed(const Tensor& qkv, int64_t heads, SimaNorm norm, SimaOrder order, float eps) {
+  check(qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0,
+        "sima_attention_packed: qkv ", qkv.shape(), " must be (B, N, 3C) with C divisible by ", heads, " heads");
   check(eps > 0.f && std::isfinite(eps), "sima_attention_packed: eps must be positive and finite, got ", eps);
-  Packed L{x.size(0), x.size(1), x.size(2) / 3, heads, x.size(2) / 3 / heads, x.size(2),
+  Packed L{qkv.size(0), qkv.size(1), qkv.size(2) / 3, heads, qkv.size(2) / 3 / heads, qkv.size(2),
            column_norm(norm), eps, false};
   L.qk_first = resolve_sima_order(order, L.N, L.d) == SimaOrder::QkFirst;
-  const bool grad = needs_grad(x);
+  const bool grad = needs_grad(qkv);
   const int64_t N = L.N, C = L.C, d = L.d, ld = L.ld;
   Tensor out = empty({L.B, N, C});
   // With a gradient the norms and M are kept for the backward; without, they live in scratch.
   Tensor norms = grad ? empty({L.pairs(), 2, d}) : Tensor();
   Tensor M = grad && !L.qk_first ? empty({L.pairs(), d, d}) : Tensor();
-  const float* pqkv = x.data();
+  const float* pqkv = qkv.data();
   float* po = out.data();
   parallel_for(L.pairs(), grain_for(kGemmGrain, L.work()), [&](int64_t p0, int64_t p1) {
     // scratch per chunk: q̂, k̂ (N×d each), the norms (2d), then A (N×N) or M (d×d)
@@ -118,9 +118,9 @@ Tensor sima_attention_packed(const Tensor& x, int64_t heads, SimaNorm norm, Sima
   });
   count_gemm_flops(L.pairs() * 2 * (L.qk_first ? 2 * N * N * d : 2 * N * d * d));
   if (grad)
-    attach_grad_fn(out, "sima_attention_packed", {x},
-                   [L, xs = x.detach(), norms, M](const Tensor& g) -> Grads {
-                     return {packed_backward(L, xs, norms, M, g)};
+    attach_grad_fn(out, "sima_attention_packed", {qkv},
+                   [L, qkv_saved = qkv.detach(), norms, M](const Tensor& g) -> Grads {
+                     return {packed_backward(L, qkv_saved, norms, M, g)};
                    });
   return out;
 }
