@@ -386,6 +386,25 @@ TEST_CASE("sima_attention_packed: gradcheck w.r.t. qkv (every norm, both orders,
   });
 }
 
+TEST_CASE("sima_attention_packed: same bits at 1 and 2 threads, forward and gradient (both orders)") {
+  const Tensor qkv = randn({2, 65, 3 * 192});
+  for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst}) {
+    CAPTURE(order == SimaOrder::QkFirst);
+    auto run = [&](int threads) {
+      const int before = num_threads();
+      set_num_threads(threads);
+      Tensor x = qkv.detach().clone().requires_grad_();
+      Tensor o = sima_attention_packed(x, 3, SimaNorm::L1, order, 1e-12f);
+      o.backward(ones(o.shape()));
+      set_num_threads(before);
+      return std::vector<Tensor>{o, x.grad()};
+    };
+    const auto a = run(1), b = run(2);
+    CHECK(max_abs_diff(a[0], b[0]) == 0.f);
+    CHECK(max_abs_diff(a[1], b[1]) == 0.f);
+  }
+}
+
 TEST_CASE("SimaAttention takes the packed core, with a gradient too; a hook falls back to split heads: same output and gradients") {
   for (const char* order : {"qk_first", "kv_first"}) {
     CAPTURE(order);

@@ -325,16 +325,20 @@ TEST_CASE("SoftmaxAttention takes the packed core, with a gradient too; a hook o
   CHECK(dropping->exp_calls() - before == 2 * 2 * 3 * 65 * 65);
 }
 
-TEST_CASE("softmax_attention_packed: same bits at 1 and 2 threads; refuses bad shapes") {
+TEST_CASE("softmax_attention_packed: same bits at 1 and 2 threads, forward and gradient; refuses bad shapes") {
   const Tensor qkv = randn({2, 65, 3 * 192});
   auto run = [&](int threads) {
     const int before = num_threads();
     set_num_threads(threads);
-    Tensor o = softmax_attention_packed(qkv, 3, 0.125f);
+    Tensor x = qkv.detach().clone().requires_grad_();
+    Tensor o = softmax_attention_packed(x, 3, 0.125f);
+    o.backward(ones(o.shape()));
     set_num_threads(before);
-    return o;
+    return std::vector<Tensor>{o, x.grad()};
   };
-  CHECK(max_abs_diff(run(1), run(2)) == 0.f);
+  const auto a = run(1), b = run(2);
+  CHECK(max_abs_diff(a[0], b[0]) == 0.f);
+  CHECK(max_abs_diff(a[1], b[1]) == 0.f);
   CHECK_THROWS_AS(softmax_attention_packed(randn({1, 4, 24}), 2, 0.f), Error);          // scale not positive
   CHECK_THROWS_AS(softmax_attention_packed(randn({1, 4, 25}), 2, 1.f), Error);          // 3C not divisible
   CHECK_THROWS_AS(softmax_attention_packed(randn({4, 24}), 2, 1.f), Error);             // not (B, N, 3C)
