@@ -8,18 +8,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
 #include "bench_timing.h"
 #include "core/autograd.h"
+#include "core/error.h"
 #include "core/ops.h"
 #include "models/quantized.h"
 #include "models/registry.h"
 
 using namespace sima;
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   std::string model_arg = R"({"name":"deit_tiny_patch4_32","drop_path_rate":0,"attention":{"type":"softmax"}})";
   int reps = 500;
   bool pack = false;
@@ -34,6 +38,7 @@ int main(int argc, char** argv) {
   }
   if (!pos.empty()) model_arg = pos[0];
   if (pos.size() > 1) reps = std::atoi(pos[1].c_str());
+  check(reps >= 1 && batch >= 1, "reps (", reps, ") and --batch (", batch, ") must be positive");
   const ModelConfig mc = model_arg.front() == '{' ? config_from_json(nlohmann::json::parse(model_arg))
                                                   : model_config(model_arg);
   auto model = create_model(mc);
@@ -54,4 +59,15 @@ int main(int argc, char** argv) {
   std::printf("batch-%lld %s forward: median %.3f ms, min %.3f, max %.3f over %d reps\n", (long long)batch,
               precision_name(precision), bench_timing::median(ms), ms.front(), ms.back(), reps);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a bad model name or JSON, a bad flag value
+    std::fprintf(stderr, "bench_latency: error: %s\n", e.what());
+    return 2;
+  }
 }
