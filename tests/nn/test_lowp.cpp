@@ -196,7 +196,8 @@ TEST_CASE("LowpLinear with a fused activation equals the activation after the pr
       {MlpActivation::Gelu, gelu}, {MlpActivation::QuickGelu, quick_gelu}, {MlpActivation::Relu, relu}};
   for (Precision p : {Precision::F32, Precision::BF16, Precision::Int8})
     for (const auto& [kind, fn] : acts) {
-      CAPTURE(precision_name(p));
+      const std::string precision = precision_name(p);  // CAPTURE keeps a reference: a named value
+      CAPTURE(precision);
       CAPTURE(int(kind));
       const LowpLinear lin(p, w, b);
       const Tensor fused = lin.forward(x, kind), composed = fn(lin.forward(x));
@@ -208,7 +209,8 @@ TEST_CASE("LowpLinear with a fused activation equals the activation after the pr
 TEST_CASE("an Mlp at reduced precision: fc1's fused activation equals the modules one by one") {
   for (Precision p : {Precision::F32, Precision::BF16, Precision::Int8})
     for (const char* act : {"gelu", "relu"}) {
-      CAPTURE(precision_name(p));
+      const std::string precision = precision_name(p);  // CAPTURE keeps a reference: a named value
+      CAPTURE(precision);
       CAPTURE(act);
       Mlp mlp(48, 192, 48, act, 0.f);
       mlp.eval();
