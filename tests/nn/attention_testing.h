@@ -1,7 +1,9 @@
 // Helpers for the attention tests only: options and parameter set-up of Attention modules.
 // (The generic ones — check_same, gradcheck_module, leaf_copies, rel_error — are in testing.h.)
 #pragma once
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "core/parallel.h"
 #include "nn/attention/attention.h"
@@ -25,6 +27,23 @@ inline void randomize_linears(Attention& m, uint64_t seed, float std = 0.4f) {
   Generator g(seed);
   for (const Tensor& t : {m.qkv->weight, m.qkv->bias, m.proj->weight, m.proj->bias})
     if (t.defined()) normal_(t, 0.f, std, g);
+}
+
+// A packed attention core (qkv (B, N, 3C) -> (B, N, C)) run forward and backward (gradient of
+// ones) at 1 and at 2 threads: the output and qkv's gradient must be the same bits.
+inline void check_packed_same_bits_across_threads(const Tensor& qkv, const std::function<Tensor(const Tensor&)>& core) {
+  auto run = [&](int threads) {
+    const int before = num_threads();
+    set_num_threads(threads);
+    Tensor x = qkv.detach().clone().requires_grad_();
+    Tensor o = core(x);
+    o.backward(ones(o.shape()));
+    set_num_threads(before);
+    return std::vector<Tensor>{o, x.grad()};
+  };
+  const auto a = run(1), b = run(2);
+  CHECK(max_abs_diff(a[0], b[0]) == 0.f);
+  CHECK(max_abs_diff(a[1], b[1]) == 0.f);
 }
 
 }  // namespace sima::testing

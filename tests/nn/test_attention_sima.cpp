@@ -390,18 +390,8 @@ TEST_CASE("sima_attention_packed: same bits at 1 and 2 threads, forward and grad
   const Tensor qkv = randn({2, 65, 3 * 192});
   for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst}) {
     CAPTURE(order == SimaOrder::QkFirst);
-    auto run = [&](int threads) {
-      const int before = num_threads();
-      set_num_threads(threads);
-      Tensor x = qkv.detach().clone().requires_grad_();
-      Tensor o = sima_attention_packed(x, 3, SimaNorm::L1, order, 1e-12f);
-      o.backward(ones(o.shape()));
-      set_num_threads(before);
-      return std::vector<Tensor>{o, x.grad()};
-    };
-    const auto a = run(1), b = run(2);
-    CHECK(max_abs_diff(a[0], b[0]) == 0.f);
-    CHECK(max_abs_diff(a[1], b[1]) == 0.f);
+    check_packed_same_bits_across_threads(
+        qkv, [=](const Tensor& x) { return sima_attention_packed(x, 3, SimaNorm::L1, order, 1e-12f); });
   }
 }
 

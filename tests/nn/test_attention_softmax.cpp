@@ -327,18 +327,7 @@ TEST_CASE("SoftmaxAttention takes the packed core, with a gradient too; a hook o
 
 TEST_CASE("softmax_attention_packed: same bits at 1 and 2 threads, forward and gradient; refuses bad shapes") {
   const Tensor qkv = randn({2, 65, 3 * 192});
-  auto run = [&](int threads) {
-    const int before = num_threads();
-    set_num_threads(threads);
-    Tensor x = qkv.detach().clone().requires_grad_();
-    Tensor o = softmax_attention_packed(x, 3, 0.125f);
-    o.backward(ones(o.shape()));
-    set_num_threads(before);
-    return std::vector<Tensor>{o, x.grad()};
-  };
-  const auto a = run(1), b = run(2);
-  CHECK(max_abs_diff(a[0], b[0]) == 0.f);
-  CHECK(max_abs_diff(a[1], b[1]) == 0.f);
+  check_packed_same_bits_across_threads(qkv, [](const Tensor& x) { return softmax_attention_packed(x, 3, 0.125f); });
   CHECK_THROWS_AS(softmax_attention_packed(randn({1, 4, 24}), 2, 0.f), Error);          // scale not positive
   CHECK_THROWS_AS(softmax_attention_packed(randn({1, 4, 25}), 2, 1.f), Error);          // 3C not divisible
   CHECK_THROWS_AS(softmax_attention_packed(randn({4, 24}), 2, 1.f), Error);             // not (B, N, 3C)
