@@ -197,15 +197,19 @@ def final_plan(row, config):
     if srow is None:  # no sweep for this architecture (DINO): the config's epochs
         e = cfg["train"]["epochs"]
         return {"sets": ["--set", "train.eval_every=%d" % e], "epochs": e, "from": "config (no sweep)"}
-    chosen, nxt, _ = sweep.status(RUNS, srow)
+    chosen, how = sweep.choice(RUNS, srow)
     if chosen is None:
+        nxt = sweep.status(RUNS, srow)[1]
         if not ALLOW_UNCONVERGED:
-            sys.exit("reproduce.py: %s: the %s sweep has not converged (next point: %s epochs); run"
-                     " `reproduce.py sweep --rows %s` first, or pass --allow-unconverged" % (row, srow, nxt, srow))
+            sys.exit("reproduce.py: %s: the %s sweep has neither converged nor reached its budget cap of %d epochs"
+                     " (next point: %s epochs); run `reproduce.py sweep --rows %s` first, or pass --allow-unconverged"
+                     % (row, srow, sweep.BUDGET_CAP[srow], nxt, srow))
         done = [e for e in sweep.SWEEPS[srow] if sweep.final_top1(sweep.load(RUNS, srow, e)) is not None]
         if not done:
             sys.exit("reproduce.py: %s: the %s sweep has no point recorded" % (row, srow))
         chosen, src = done[-1], "sweep %s, not converged: its longest point" % srow
+    elif how == "capped":
+        src = "sweep %s, not converged by its budget cap" % srow
     else:
         src = "sweep %s, converged" % srow
     return {"sets": ["--set", "train.epochs=%d" % chosen, "--set", "train.eval_every=%d" % chosen],

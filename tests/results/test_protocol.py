@@ -37,7 +37,8 @@ with tempfile.TemporaryDirectory() as d:
     cfg = os.path.join(reproduce.ROOT, "configs", "paper", "cvt_sima.json")
     # No sweep point: a final row is refused, naming the sweep to run.
     msg = refused(lambda: reproduce.final_plan("cvt_softmax", cfg))
-    check("the cvt_sima sweep has not converged (next point: 25 epochs)" in msg, "no sweep: " + msg)
+    check("the cvt_sima sweep has neither converged nor reached its budget cap of 100 epochs (next point: 25 epochs)"
+          in msg, "no sweep: " + msg)
     # 25 -> 50 gains 1.0 point: not converged; --allow-unconverged takes the longest point.
     record(d, "cvt_sima", 25, [85.0, 90.0])
     record(d, "cvt_sima", 50, [85.0, 91.0])
@@ -49,7 +50,18 @@ with tempfile.TemporaryDirectory() as d:
           "allowed unconverged: %r" % plan)
     check("not converged" in plan["from"], plan["from"])
     reproduce.ALLOW_UNCONVERGED = False
+    # 50 -> 100 gains 0.6: not converged, but 100 is the budget cap: the final runs take 100 epochs
+    # (the sweep itself goes on to 200, to show what the cap leaves).
+    record(d, "cvt_sima", 100, [85.0, 91.6])
+    check(sweep.status(d, "cvt_sima")[:2] == (None, 200), "past the cap, the sweep goes on")
+    check(sweep.choice(d, "cvt_sima") == (100, "capped"), "capped: %r" % (sweep.choice(d, "cvt_sima"),))
+    plan = reproduce.final_plan("cvt_softmax", os.path.join(reproduce.ROOT, "configs", "paper", "cvt_softmax.json"))
+    check(plan["epochs"] == 100 and "budget cap" in plan["from"], "capped plan: %r" % plan)
+    # A 200-epoch point gaining < 0.3 would converge at 100 by the rule: within the cap, "converged".
+    record(d, "cvt_sima", 200, [85.0, 91.8])
+    check(sweep.choice(d, "cvt_sima") == (100, "converged"), "converged at the cap")
     # 50 -> 100 gains 0.2 < 0.3: converged at 50, for every cvt row; the test set once, at the end.
+    os.remove(sweep.record_path(d, "cvt_sima", 200))
     record(d, "cvt_sima", 100, [85.0, 91.2])
     check(sweep.status(d, "cvt_sima")[:2] == (50, None), "converged at 50")
     plan = reproduce.final_plan("cvt_softmax", os.path.join(reproduce.ROOT, "configs", "paper", "cvt_softmax.json"))
@@ -70,7 +82,7 @@ with tempfile.TemporaryDirectory() as d:
     # DINO rows take DINO's own sweep, judged by the 20-NN of the teacher's features (the record's
     # top-level val_top1; its epochs have no validation top-1): 10 -> 20 gains 0.25 < 0.3, converged at 10.
     dcfg = os.path.join(reproduce.ROOT, "configs", "paper", "dino_xcit_xca.json")
-    check("the dino_xcit_sima sweep has not converged (next point: 10 epochs)" in
+    check("the dino_xcit_sima sweep has neither converged nor reached its budget cap of 20 epochs (next point: 10 epochs)" in
           refused(lambda: reproduce.final_plan("dino_xcit_xca", dcfg)), "dino refused before its sweep")
     for e, knn in ((10, 86.0), (20, 86.25)):
         reproduce.write_json(sweep.record_path(d, "dino_xcit_sima", e),
