@@ -14,13 +14,16 @@ doubling epoch counts, evaluating 10 000 held-out training images every epoch, u
 less than 0.3 points; records in results/runs/sweeps/. DINO's sweep scores each point by the 20-NN
 of its teacher's frozen features on the held-out images. The test set is never read there.
 
-`run` trains each (row, seed) that has no record yet with build/bin/sima-train (configs/paper/<row>.json,
---set train.seed=S, and the epoch count its architecture's sweep chose, with the test set evaluated
-once after the last epoch), evaluates DINO rows with sima-eval (k-NN and linear probe), runs the
-speed rows with sima-bench, runs the time-to-accuracy rows (results/tta.py: each DeiT attention on
-the validation split at two threads, alone), and writes one JSON record per run to results/runs/<row>/s<seed>.json
-(command, wall and CPU time, the test top-1, outcome). It refuses a row whose sweep has not
-converged unless given --allow-unconverged. Records are committed, so the table can be filled over
+`run` trains each (row, seed) that has no record yet. Claim 1's rows (and their PyTorch twin) train
+with build/bin/sima-train on all 60 000 training images (configs/paper/<row>.json, --set train.seed=S,
+the epoch count its architecture's sweep chose or its budget cap, sweep.BUDGET_CAP), the test set
+evaluated once after the last epoch. The rows of claims 2 to 5, e50_<row> (results/fixed.py), train
+a fixed budget of 50 epochs on the validation split, evaluated every epoch, then the test set once.
+`run` also evaluates DINO rows with sima-eval (k-NN and linear probe), runs the speed rows with
+sima-bench and the time-to-accuracy timing rows (results/tta.py: each DeiT attention at two threads,
+alone), and writes one JSON record per run to results/runs/<row>/s<seed>.json (command, wall and CPU
+time, the test top-1, outcome). It refuses a claim-1 row whose sweep has neither converged nor reached
+its cap unless given --allow-unconverged. Records are committed, so the table can be filled over
 several sittings; `run` never repeats a recorded run (delete its record to repeat it), and a run
 cut off by a killed sitting resumes from its train state, on another machine too once `park` has
 copied that state into results/runs/parked/ and it is committed (results/parked.py). Runs go `--jobs` at a time with
@@ -36,20 +39,19 @@ import statistics
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sweep  # noqa: E402  (results/sweep.py: the protocol's epoch sweeps)
 import tta  # noqa: E402  (results/tta.py: time to accuracy per DeiT attention)
+import fixed  # noqa: E402  (results/fixed.py: claims 2-5 at one fixed budget)
 import parked  # noqa: E402  (results/parked.py: cut-off runs carried between sittings)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "bench"))
 from bench_record import cpu_info  # noqa: E402  (the CPU a sitting ran on: CPU seconds differ between hosts)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from runner import ROOT, BIN, write_json, git_commit, shell_line, user_command, run_logged, epoch_records, resumable  # noqa: E402,F401
 RUNS = os.path.join(ROOT, "results", "runs")
 PNGS = os.path.join(ROOT, "docs", "results")
-BIN = os.environ.get("SIMA_BIN_DIR", os.path.join(ROOT, "build", "bin"))  # e.g. a copy, to rebuild meanwhile
 OUT = os.path.join(ROOT, "runs", "paper")  # run folders (not committed)
 SMOKE = []  # --smoke: extra sima-train/sima-eval flags for a tiny budget
 ALLOW_UNCONVERGED = False
@@ -59,35 +61,22 @@ TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3 with python3-torch (setup.
 # (row, claims, kind, seeds). kind: train = supervised sima-train; dino = sima-train with a dino
 # section, then k-NN and linear probe; bench = sima-bench presets.
 ROWS = [
-    ("deit_softmax", [1, 2, 5], "train", 3),
-    ("deit_sima", [1, 2, 3, 5], "train", 3),
+    # Claim 1 (and the targets): the budget cap's epochs, all 60 000 training images, test once at the end.
+    ("deit_softmax", [1], "train", 3),
+    ("deit_sima", [1], "train", 3),
     ("xcit_xca", [1], "train", 3),
-    ("xcit_sima", [1, 4], "train", 3),
+    ("xcit_sima", [1], "train", 3),
     ("cvt_softmax", [1], "train", 3),
     ("cvt_sima", [1], "train", 3),
-    ("deit_softmax_1head", [2], "train", 3),
-    ("deit_sima_1head", [2], "train", 3),
-    ("deit_sima_relu_mlp", [3], "train", 3),
-    ("deit_softmax_relu_mlp", [3], "train", 3),  # control: is claim 3's ReLU effect about SimA at all?
-    ("xcit_sima_l2", [4], "train", 2),  # claim 4 on XCiT, as the paper (section 4: XCiT-S12/16 -> SimA)
-    ("xcit_sima_nonorm", [4], "train", 2),
-    ("deit_relu_attn", [5], "train", 2),
-    ("deit_soft", [5], "train", 2),
-    ("deit_linear_elu", [5], "train", 2),
-    ("deit_cosformer", [5], "train", 2),
-    ("deit_cosformer_cos1d", [5], "train", 2),
-    ("deit_performer", [5], "train", 2),
-    ("deit_nystromformer", [5], "train", 2),
-    ("deit_efficient", [5], "train", 2),
-    ("deit_linformer", [5], "train", 2),
     ("torch_twin_cvt_sima", [1], "torch", 3),  # cvt_sima trained by PyTorch (results/torch_twin.py)
+] + [(fixed.PREFIX + r, claims, "fixed", seeds) for r, claims, seeds in fixed.ROWS] + [  # claims 2-5: fixed budget
     ("dino_xcit_xca", [6], "dino", 1),
     ("dino_xcit_sima", [6], "dino", 1),
     ("bench_table3", [7], "bench", 1),  # Table 3, D read as the token width (the paper's section 2.1)
     ("bench_table3_head", [7], "bench", 1),  # the same, D read as the head width
     ("bench_fig1_tokens", [7], "bench", 1),
     ("bench_fig1_dim", [7], "bench", 1),
-] + [(tta.PREFIX + r, ["tta"], "tta", 1) for r in tta.ROWS]  # time to accuracy: validation split, 2 threads
+] + [(tta.PREFIX + r, ["tta"], "tta", 1) for r in tta.ROWS]  # time to accuracy: 2-thread epoch times
 ROW = {r[0]: r for r in ROWS}
 # (timed runs per measurement, rounds) of the speed rows where sima-bench's default (7 runs, one
 # round) is too few: at Table 3's small shapes a block takes a few ms, and on this machine a whole
@@ -98,7 +87,7 @@ BENCH_REPS = {"bench_table3": (101, 3), "bench_table3_head": (11, 3)}
 # Saliency maps (the paper's Figure 3) from these rows' seed-0 checkpoints, on the test images in
 # docs/images: the norms of q̂ and k̂ per token in the last attention layer, or for softmax rows the
 # class token's attention row. `heatmaps` makes them after `run`; the checkpoints are not committed.
-HEATMAP_ROWS = ["deit_sima", "deit_softmax", "deit_sima_relu_mlp", "xcit_sima", "xcit_xca", "cvt_sima",
+HEATMAP_ROWS = ["deit_sima", "deit_softmax", fixed.PREFIX + "deit_sima_relu_mlp", "xcit_sima", "xcit_xca", "cvt_sima",
                 "cvt_softmax", "dino_xcit_sima", "dino_xcit_xca"]
 HEATMAP_IMAGES = os.path.join(ROOT, "docs", "images")
 FOREGROUND = 0.1  # grey level above which a pixel is the object (Fashion-MNIST's background is 0)
@@ -116,70 +105,8 @@ def load_record(row, seed):
         return json.load(f)
 
 
-def write_json(p, rec):
-    """Atomic: a killed run never leaves half a record."""
-    os.makedirs(os.path.dirname(p), exist_ok=True)
-    tmp = p + ".tmp.%d" % os.getpid()
-    with open(tmp, "w") as f:
-        json.dump(rec, f, indent=1, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, p)
-
-
 def write_record(row, seed, rec):
     write_json(record_path(row, seed), rec)
-
-
-def git_commit():
-    try:
-        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def shell_line(argv):
-    """The command as a user would type it from the repository root."""
-    out = []
-    for a in argv:
-        if a.startswith(BIN + "/"):  # whatever SIMA_BIN_DIR was, the user's binaries are in build/bin
-            a = "build/bin/" + os.path.basename(a)
-        a = os.path.relpath(a, ROOT) if a.startswith(ROOT + "/") else a
-        out.append("'%s'" % a if any(c in a for c in " {}\"$*") else a)
-    return " ".join(out)
-
-
-def user_command(argv, threads):
-    """shell_line with the thread count the run had, so it can be pasted as is."""
-    return "OMP_NUM_THREADS=%d " % threads + shell_line(argv)
-
-
-def run_logged(argv, env, log_path):
-    """Runs argv with stdout+stderr to log_path; returns (exit code, wall s, CPU s, last output line).
-    CPU time (user + system of that child alone, from wait4) is the figure that survives a busy machine."""
-    t0 = time.monotonic()
-    with open(log_path, "w") as log:
-        p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.monotonic() - t0
-    with open(log_path) as log:
-        lines = [l.rstrip() for l in log if l.strip()]
-    return p.returncode, wall, usage.ru_utime + usage.ru_stime, (lines[-1] if lines else "")
-
-
-def epoch_records(out_dir):
-    recs = []
-    path = os.path.join(out_dir, "metrics.jsonl")
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                r = json.loads(line)
-                if r.get("kind") == "epoch":
-                    recs.append(r)
-    return recs
 
 
 def final_plan(row, config):
@@ -214,17 +141,6 @@ def final_plan(row, config):
         src = "sweep %s, converged" % srow
     return {"sets": ["--set", "train.epochs=%d" % chosen, "--set", "train.eval_every=%d" % chosen],
             "epochs": chosen, "from": "%s (%d epochs)" % (src, chosen)}
-
-
-def resumable(out, plan):
-    """A run folder left by a killed sitting, with a train state and the same epoch count planned."""
-    try:
-        with open(os.path.join(out, "config.json")) as f:
-            stored = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return (os.path.exists(os.path.join(out, "train_state.safetensors")) and
-            stored.get("train", {}).get("epochs") == plan["epochs"])
 
 
 def run_bench(row, out, env):
@@ -266,30 +182,6 @@ def median_rows(per_round):
     return rows
 
 
-def run_tta(row, out, env):
-    """A time-to-accuracy row: its DeiT config on the validation split (seed 0, evaluated every epoch)
-    for the epochs DeiT's sweep chose, at tta.THREADS threads; resumes a cut-off run like a sweep."""
-    base = tta.base_row(row)
-    plan = final_plan(base, os.path.join(ROOT, "configs", "paper", base + ".json"))  # the epochs, or refused
-    env = dict(env, OMP_NUM_THREADS=str(tta.THREADS))
-    parked.unpark(RUNS, out)
-    resume = resumable(out, plan)  # a cut-off run of the same epochs has a train state
-    if os.path.isdir(out) and not resume:
-        shutil.rmtree(out)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    argv = sweep.argv_for(BIN, ROOT, base, plan["epochs"], out, resume, SMOKE)
-    code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"))
-    if code == INTERRUPTED:
-        return None
-    rec = {"command": user_command(sweep.argv_for(BIN, ROOT, base, plan["epochs"], out, False, SMOKE), tta.THREADS),
-           "threads": tta.THREADS, "split": "validation", "validation": sweep.VALIDATION, "epochs_from": plan["from"],
-           "resumed": resume, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "exit_code": code,
-           "epochs": sweep.epoch_rows(epoch_records(out)), "model": sweep.model_of(ROOT, base)}
-    if code != 0:
-        rec["error"] = last
-    return rec
-
-
 def run_one(row, seed, threads):
     _, claims, kind, _ = ROW[row]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="passive")
@@ -301,8 +193,10 @@ def run_one(row, seed, threads):
         rec.update(run_bench(row, out, env))
         return rec
     if kind == "tta":
-        tta_rec = run_tta(row, out, env)
-        return tta_rec and dict(rec, **tta_rec)
+        return dict(rec, **tta.run_timing(row, env, out, RUNS, SMOKE))
+    if kind == "fixed":
+        frec = fixed.run(row, seed, env, out, RUNS, SMOKE, INTERRUPTED)
+        return frec and dict(rec, **frec)
 
     twin = kind == "torch"  # the same config trained by the PyTorch twin, from Debian's /usr/bin/python3
     config = os.path.join(ROOT, "configs", "paper", (row[len("torch_twin_"):] if twin else row) + ".json")
@@ -357,7 +251,7 @@ def run_one(row, seed, threads):
 def cmd_list(args):
     for row, claims, kind, seeds in ROWS:
         done = [s for s in range(seeds) if load_record(row, s) is not None]
-        print("%-22s claims %-12s %-5s seeds %d, recorded %s" % (row, ",".join(map(str, claims)), kind, seeds,
+        print("%-26s claims %-8s %-5s seeds %d, recorded %s" % (row, ",".join(map(str, claims)), kind, seeds,
                                                                  done or "none"))
 
 
@@ -527,13 +421,13 @@ def cmd_heatmaps(args):
         use_smoke_dir(args.smoke)
     rows = args.rows.split(",") if args.rows else HEATMAP_ROWS
     for row in rows:
-        if row not in ROW or ROW[row][2] == "bench":
+        if row not in ROW or ROW[row][2] in ("bench", "tta"):
             sys.exit("reproduce.py: '%s' is not a training row" % row)
         ckpt = os.path.join(OUT, "%s_s0" % row, "model.safetensors")
         if not os.path.exists(ckpt):
             print("  %s: no checkpoint %s (train it with run first): skipped" % (row, os.path.relpath(ckpt, ROOT)))
             continue
-        with open(os.path.join(ROOT, "configs", "paper", row + ".json")) as f:
+        with open(os.path.join(ROOT, "configs", "paper", fixed.base_row(row) + ".json")) as f:
             attention = json.load(f)["model"].get("attention", {}).get("type", "softmax")
         out = os.path.join(PNGS, "heatmaps", row)
         if os.path.isdir(out):

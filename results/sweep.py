@@ -136,11 +136,11 @@ def describe_model(model):
                                                model.get("num_heads", "?"))
 
 
-def argv_for(bin_dir, root, row, epochs, out, resume, extra=()):
+def argv_for(bin_dir, root, row, epochs, out, resume, extra=(), seed=SWEEP_SEED):
     config = os.path.join(root, "configs", "paper", row + ".json")
     argv = [os.path.join(bin_dir, "sima-train"), "--config", config,
             "--set", "data.validation=%d" % VALIDATION, "--set", "data.validation_seed=%d" % VALIDATION_SEED,
-            "--set", "train.epochs=%d" % epochs, "--set", "train.seed=%d" % SWEEP_SEED,
+            "--set", "train.epochs=%d" % epochs, "--set", "train.seed=%d" % seed,
             "--set", "train.eval_every=1", "--out", out, "--quiet"] + list(extra)
     return argv + (["--resume"] if resume else [])
 

@@ -1,6 +1,7 @@
 #!/bin/bash
 # results/reproduce.py end to end at a tiny budget (run --smoke: 1 epoch on 256 images):
-# a supervised row, a DINO row with its k-NN and linear probe, the heatmap panels of both, the
+# a final supervised row (claim 1), a fixed-budget row (claims 2-5: validation split, then the test
+# set once), a DINO row with its k-NN and linear probe, the heatmap panels of both, the
 # epoch sweeps of one supervised row and of DINO (judged by k-NN) on the validation split, a
 # time-to-accuracy row, and the report from those records. Then a sweep point cut off by SIGTERM,
 # parked (reproduce.py park), its run folder deleted as on a fresh machine, and resumed from the
@@ -14,22 +15,30 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export SIMA_BIN_DIR=$bin OMP_WAIT_POLICY=passive
 py=python3
-rows=deit_sima_relu_mlp,dino_xcit_sima
-$py "$root/results/reproduce.py" run --smoke "$dir" --rows $rows --seeds 0 --jobs 1
+rows=e50_deit_sima,dino_xcit_sima
+$py "$root/results/reproduce.py" run --smoke "$dir" --rows cvt_sima,$rows --seeds 0 --jobs 1
 $py "$root/results/reproduce.py" run --smoke "$dir" --rows tta_deit_sima --jobs 1
 $py "$root/results/reproduce.py" heatmaps --smoke "$dir" --rows $rows
 $py "$root/results/reproduce.py" sweep --smoke "$dir" --rows cvt_sima,dino_xcit_sima --jobs 1
 $py "$root/results/reproduce.py" report --records "$dir/records" --to "$dir/RESULTS.md"
 
 fail() { echo "smoke.sh: $*" >&2; exit 1; }
-for r in deit_sima_relu_mlp dino_xcit_sima; do
+for r in e50_deit_sima dino_xcit_sima; do
   [ -f "$dir/records/$r/s0.json" ] || fail "no record for $r"
   [ -f "$dir/records/$r/heatmap.json" ] || fail "no heatmap record for $r"
   [ "$(ls "$dir/png/heatmaps/$r" | grep -c '_panel\.png$')" = 3 ] || fail "$r: not 3 panels"
 done
-grep -q '"exit_code": 0' "$dir/records/deit_sima_relu_mlp/s0.json" || fail "the training run failed"
+grep -q '"exit_code": 0' "$dir/records/cvt_sima/s0.json" || fail "the final training run failed"
+grep -q '"test_top1"' "$dir/records/cvt_sima/s0.json" || fail "the final run did not evaluate the test set"
+fx=$dir/records/e50_deit_sima/s0.json
+grep -q '"exit_code": 0' "$fx" || fail "the fixed-budget run failed"
+grep -q '"val_top1"' "$fx" || fail "the fixed-budget run has no validation curve"
+grep -q '"test_top1"' "$fx" && fail "the fixed-budget run's trainer read the test set"
+grep -q '"top1"' "$fx" || fail "the fixed-budget run has no test top-1 from sima-eval"
+grep -q '"split": "validation"' "$fx" || fail "the fixed-budget run did not train on the validation split"
 grep -q '"linear_probe"' "$dir/records/dino_xcit_sima/s0.json" || fail "the DINO record has no linear probe"
-grep -q '^| DeiT SimA | .* | .* |' "$dir/RESULTS.md" || fail "the report has no claim 3 row"
+grep -q '^| DeiT SimA | [0-9.]* (1 of 3 seeds) | not run |' "$dir/RESULTS.md" || fail "the report has no claim 3 row"
+grep -q '^| cvt | softmax | not run | [0-9.]* (1 of 3 seeds) |' "$dir/RESULTS.md" || fail "the report has no claim 1 row"
 for e in 1 2; do
   [ -f "$dir/records/sweeps/cvt_sima_e$e.json" ] || fail "no sweep record cvt_sima_e$e"
 done
@@ -46,7 +55,7 @@ tta=$dir/records/tta_deit_sima/s0.json
 grep -q '"val_top1"' "$tta" || fail "the time-to-accuracy record has no validation top-1"
 grep -q '"test_top1"' "$tta" && fail "the time-to-accuracy run read the test set"
 grep -q '"threads": 2' "$tta" || fail "the time-to-accuracy run did not run at 2 threads"
-grep -q '^| SimA (ℓ1) | 1 | [0-9]* | ' "$dir/RESULTS.md" || fail "the report has no time-to-accuracy row"
+grep -q '^| SimA (ℓ1) | [0-9.]* s | [0-9]* | ' "$dir/RESULTS.md" || fail "the report has no time-to-accuracy row"
 grep -q '^\*\*dino_xcit_sima\*\* (layer' "$dir/RESULTS.md" || fail "the report has no heatmap panels"
 
 # Cut off, parked, resumed elsewhere: cut_trainer.sh stops the first run with SIGTERM mid-epoch.

@@ -118,10 +118,15 @@ with tempfile.TemporaryDirectory() as d:
                           "epochs": [{"epoch": i + 1, "epoch_cpu_seconds": 80.0} for i in range(10)]})
     rows = {"cvt_sima": ("cvt_sima", [1], "train", 3), "cvt_softmax": ("cvt_softmax", [1], "train", 3),
             "dino_xcit_sima": ("dino_xcit_sima", [6], "dino", 1), "deit_sima": ("deit_sima", [1], "train", 3),
-            "tta_cvt_softmax": ("tta_cvt_softmax", ["tta"], "tta", 1)}
+            "tta_cvt_softmax": ("tta_cvt_softmax", ["tta"], "tta", 1),
+            "e50_cvt_softmax": ("e50_cvt_softmax", [2], "fixed", 2)}
     total, counted, left = report_protocol.projected_cpu(d, rows)
-    # A time-to-accuracy row: the sweep's 50 000 images (not scaled), its base row's pre-protocol ratio, one run.
-    check(abs(total - (120 * 25 * 3 + 240 * 25 * 3 + 200 * 25 + 96 * 10)) < 1e-6, "projected CPU %r" % total)
+    # Final rows: 60 000 images (x1.2) for the budget cap's epochs (100; DINO 20) while no sweep has
+    # chosen; a fixed-budget row: 50 000 images (not scaled), fixed.EPOCHS, its base row's pre-protocol
+    # ratio (2), two seeds; a time-to-accuracy timing row: tta.TIMING_EPOCHS epochs on 50 000, one run.
+    import fixed, tta  # noqa: E401,E402
+    want = 120 * 100 * 3 + 240 * 100 * 3 + 96 * 20 + 200 * fixed.EPOCHS * 2 + 200 * tta.TIMING_EPOCHS
+    check(abs(total - want) < 1e-6, "projected CPU %r, want %r" % (total, want))
     # A killed first sitting left no CPU; the sitting that finished ran 10 epochs for 1500 s: 150 s each.
     rec["sittings"] = [{"cpu_s": 2500.0, "resumed": True, "epochs_run": 10}]
     rec["cpu_s"] = 1500.0
@@ -130,7 +135,8 @@ with tempfile.TemporaryDirectory() as d:
     # The trainer's own per-epoch CPU, where the epochs carry it, comes first.
     rec["epochs"][3]["epoch_cpu_seconds"], rec["epochs"][4]["epoch_cpu_seconds"] = 90.0, 110.0
     check(report_protocol.cpu_per_epoch(rec) == 100.0, "CPU per epoch from the epochs' own figures")
-    check(counted == ["cvt_sima", "cvt_softmax", "dino_xcit_sima", "tta_cvt_softmax"] and left == ["deit_sima"],
+    check(counted == ["cvt_sima", "cvt_softmax", "dino_xcit_sima", "tta_cvt_softmax", "e50_cvt_softmax"]
+          and left == ["deit_sima"],
           "%r %r" % (counted, left))
 
 # Speed rows over several rounds: each row's times are the medians over the rounds, and the ratios
@@ -171,6 +177,27 @@ with tempfile.TemporaryDirectory() as d:
     rows = [line for line in out if line.startswith("| deit_sima |")]
     check(rows == ["| deit_sima | deit_tiny_patch4_28, 96 wide, depth 4, 4 heads | 2 | 90.50 | 90.50 (2) | 1 s | epoch 2 |"
                    " not reached |"], "widths table: %r" % rows)
+
+# Time to accuracy: the epochs from the fixed-budget runs' curves (every seed), the seconds per epoch
+# from the 2-thread timing run after its first (warm-up) epoch.
+import tta  # noqa: E402
+
+
+def curve(reach90, reach92, n=6):
+    return {"exit_code": 0, "epochs": [{"epoch": i + 1, "val_top1": 92.0 if reach92 and i + 1 >= reach92 else
+                                        90.0 if i + 1 >= reach90 else 85.0} for i in range(n)]}
+
+
+timing = {"exit_code": 0, "epochs": [{"epoch": 1, "epoch_seconds": 20.0}, {"epoch": 2, "epoch_seconds": 10.0},
+                                     {"epoch": 3, "epoch_seconds": 12.0}]}
+s = tta.summary([curve(3, None), curve(5, 6), {"exit_code": 1, "epochs": []}], timing)
+check(s["s_per_epoch"] == 11.0 and abs(s["img_per_s"] - 50000 / 11.0) < 1e-9, "timing: %r" % s)
+hit, of, mean, sd, secs = s["targets"][90.0]
+check((hit, of, mean, secs) == (2, 2, 4.0, 44.0) and abs(sd - 2 ** 0.5) < 1e-9, "to 90: %r" % (s["targets"][90.0],))
+check(s["targets"][92.0] == (1, 2, 6, None, 66.0), "to 92: %r" % (s["targets"][92.0],))
+check(tta.summary([curve(3, None)], None)["targets"][90.0][4] is None, "untimed: no seconds")
+check(tta.summary([{"exit_code": 1}], timing) is None, "no finished seed")
+check(tta.fixed_row("tta_deit_soft") == "e50_deit_soft", "the fixed row a timing row times")
 
 if fails:
     print("test_protocol.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))

@@ -1,0 +1,83 @@
+"""What every kind of run in results/reproduce.py shares: starting a program with its output to a log and
+its CPU time measured, the command line a user would paste, the trainer's per-epoch records, and
+records written atomically."""
+import json
+import os
+import subprocess
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("SIMA_BIN_DIR", os.path.join(ROOT, "build", "bin"))  # e.g. a copy, to rebuild meanwhile
+
+
+def write_json(p, rec):
+    """Atomic: a killed run never leaves half a record."""
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    tmp = p + ".tmp.%d" % os.getpid()
+    with open(tmp, "w") as f:
+        json.dump(rec, f, indent=1, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, p)
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def shell_line(argv):
+    """The command as a user would type it from the repository root."""
+    out = []
+    for a in argv:
+        if a.startswith(BIN + "/"):  # whatever SIMA_BIN_DIR was, the user's binaries are in build/bin
+            a = "build/bin/" + os.path.basename(a)
+        a = os.path.relpath(a, ROOT) if a.startswith(ROOT + "/") else a
+        out.append("'%s'" % a if any(c in a for c in " {}\"$*") else a)
+    return " ".join(out)
+
+
+def user_command(argv, threads):
+    """shell_line with the thread count the run had, so it can be pasted as is."""
+    return "OMP_NUM_THREADS=%d " % threads + shell_line(argv)
+
+
+def run_logged(argv, env, log_path):
+    """Runs argv with stdout+stderr to log_path; returns (exit code, wall s, CPU s, last output line).
+    CPU time (user + system of that child alone, from wait4) is the figure that survives a busy machine."""
+    t0 = time.monotonic()
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - t0
+    with open(log_path) as log:
+        lines = [l.rstrip() for l in log if l.strip()]
+    return p.returncode, wall, usage.ru_utime + usage.ru_stime, (lines[-1] if lines else "")
+
+
+def epoch_records(out_dir):
+    recs = []
+    path = os.path.join(out_dir, "metrics.jsonl")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                if r.get("kind") == "epoch":
+                    recs.append(r)
+    return recs
+
+
+def resumable(out, plan):
+    """A run folder left by a killed sitting, with a train state and the same epoch count planned."""
+    try:
+        with open(os.path.join(out, "config.json")) as f:
+            stored = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return (os.path.exists(os.path.join(out, "train_state.safetensors")) and
+            stored.get("train", {}).get("epochs") == plan["epochs"])
