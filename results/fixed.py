@@ -24,16 +24,9 @@ from runner import BIN, ROOT, epoch_records, resumable, run_logged, user_command
 EPOCHS = 50  # half the supervised budget cap (sweep.BUDGET_CAP)
 PREFIX = "e%d_" % EPOCHS
 # (row, claims, seeds): each row's config is configs/paper/<row>.json.
-ROWS = [
+ROWS = [  # claim 5 (with the time-to-accuracy curves) first, then claims 2, 3 and 4
     ("deit_softmax", [2, 3, 5], 3),
     ("deit_sima", [2, 3, 5], 3),
-    ("deit_softmax_1head", [2], 3),
-    ("deit_sima_1head", [2], 3),
-    ("deit_sima_relu_mlp", [3], 2),
-    ("deit_softmax_relu_mlp", [3], 2),  # control: is claim 3's ReLU effect about SimA at all?
-    ("xcit_sima", [4], 2),  # claim 4 on XCiT, as the paper (section 4: XCiT-S12/16 -> SimA)
-    ("xcit_sima_l2", [4], 2),
-    ("xcit_sima_nonorm", [4], 2),
     ("deit_relu_attn", [5], 2),
     ("deit_soft", [5], 2),
     ("deit_linear_elu", [5], 2),
@@ -43,6 +36,13 @@ ROWS = [
     ("deit_nystromformer", [5], 2),
     ("deit_efficient", [5], 2),
     ("deit_linformer", [5], 2),
+    ("deit_softmax_1head", [2], 3),
+    ("deit_sima_1head", [2], 3),
+    ("deit_sima_relu_mlp", [3], 2),
+    ("deit_softmax_relu_mlp", [3], 2),  # control: is claim 3's ReLU effect about SimA at all?
+    ("xcit_sima", [4], 2),  # claim 4 on XCiT, as the paper (section 4: XCiT-S12/16 -> SimA)
+    ("xcit_sima_l2", [4], 2),
+    ("xcit_sima_nonorm", [4], 2),
 ]
 
 

@@ -1,6 +1,8 @@
 """What every kind of run in results/reproduce.py shares: starting a program with its output to a log and
 its CPU time measured, the command line a user would paste, the trainer's per-epoch records, and
 records written atomically."""
+import contextlib
+import fcntl
 import json
 import os
 import subprocess
@@ -81,3 +83,18 @@ def resumable(out, plan):
         return False
     return (os.path.exists(os.path.join(out, "train_state.safetensors")) and
             stored.get("train", {}).get("epochs") == plan["epochs"])
+
+
+@contextlib.contextmanager
+def claimed(out):
+    """Yields True while this process holds the run folder `out` (an exclusive flock on out.claim),
+    False when another launcher holds it: two `run` or `sweep` launchers given overlapping rows must
+    not both train, resume or delete the same folder. The lock goes with the process, killed or not."""
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out + ".claim", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True

@@ -199,6 +199,42 @@ check(tta.summary([curve(3, None)], None)["targets"][90.0][4] is None, "untimed:
 check(tta.summary([{"exit_code": 1}], timing) is None, "no finished seed")
 check(tta.fixed_row("tta_deit_soft") == "e50_deit_soft", "the fixed row a timing row times")
 
+# `run` skips a final row the protocol refuses (no sweep point yet), names it, runs the rest, and
+# exits 3; here nothing else is asked for, so nothing is started.
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import io  # noqa: E402
+with tempfile.TemporaryDirectory() as d:
+    reproduce.RUNS, reproduce.OUT = d, os.path.join(d, "runs")
+    fake_bin = os.path.join(d, "bin")
+    os.makedirs(fake_bin)
+    for b in ("sima-train", "sima-eval", "sima-bench"):
+        with open(os.path.join(fake_bin, b), "w") as f:
+            f.write("#!/bin/sh\nexit 99\n")
+        os.chmod(os.path.join(fake_bin, b), 0o755)
+    reproduce.BIN = fake_bin
+    args = argparse.Namespace(smoke="", allow_unconverged=False, rows="cvt_sima", seeds="", jobs=1, threads=1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = refused(lambda: reproduce.cmd_run(args))
+    check(code == "3", "exit code of a run with a refused row: %r" % code)
+    check("skipping cvt_sima: cvt_sima: the cvt_sima sweep has neither converged nor reached its budget cap" in
+          out.getvalue() and "0 runs to do" in out.getvalue(), "refusal message: %r" % out.getvalue())
+
+# Two launchers never hold the same run folder: a second claim (another process) is refused while
+# the first holds it, and granted after.
+import subprocess  # noqa: E402
+import runner  # noqa: E402
+with tempfile.TemporaryDirectory() as d:
+    out = os.path.join(d, "runs", "cvt_sima_s0")
+    probe = ("import sys; sys.path.insert(0, %r); import runner\n"
+             "with runner.claimed(%r) as mine: print(mine)") % (os.path.dirname(runner.__file__), out)
+    with runner.claimed(out) as mine:
+        other = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip()
+        check(mine and other == "False", "claimed twice: %r %r" % (mine, other))
+    other = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip()
+    check(other == "True", "not released: %r" % other)
+
 if fails:
     print("test_protocol.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
     sys.exit(1)
