@@ -83,6 +83,22 @@ def sweep_gain(runs, row, epochs):
     return "%+.2f" % (b - a) if a is not None and b is not None else "(not yet measured)"
 
 
+def knn_baselines(runs, out):
+    """Under the sweep table: what each DINO point's k-NN has to beat on the same split and k (the
+    record's baselines, reproduce.knn_baselines)."""
+    for row in sweep.SWEEPS:
+        if not sweep.judged_by_knn(row):
+            continue
+        for e, rec in sweep.status(runs, row)[2]:
+            b = rec.get("baselines", {})
+            got = {f: b[f]["top1"] for f in ("init", "pixels") if "top1" in b.get(f, {})}
+            if len(got) == 2:
+                out.append("%s at %d epochs: its teacher's %d-NN top-1 %.2f against %.2f for the same architecture"
+                           " freshly initialised and %.2f for the raw pixels (same split, same k; `%s`).\n"
+                           % (row, e, sweep.KNN_K, sweep.final_top1(rec), got["init"], got["pixels"],
+                              b["init"]["command"]))
+
+
 def sweep_section(runs, out):
     out.append("## Epoch sweeps (validation split)\n")
     out.append("Final validation top-1 (%%) of each sweep point (one seed), the best epoch's, and the gain over"
@@ -125,6 +141,7 @@ def sweep_section(runs, out):
             out.append("| %s | | | | | | %s |" % (row, "next: %d epochs%s" % (nxt, past) if nxt else
                                                 "not converged at the last point"))
     out.append("")
+    knn_baselines(runs, out)
     out.append("Time to accuracy: the first epoch whose validation top-1 reaches 90 % and 92 %, and the CPU time"
                " to get there (that many epochs at the point's CPU per epoch; CPU time, unlike wall time, does not"
                " depend on what else the machine ran), from the longest recorded point of each sweep:\n")

@@ -386,6 +386,26 @@ def judge_by_knn(rec, out, env, threads):
     rec["eval"]["result"] = res
     rec["val_top1"] = sweep.knn_top1(res)
     rec["metric"] = "weighted %d-NN top-1 on the teacher's frozen features" % sweep.KNN_K
+    knn_baselines(rec, out, env, threads)
+
+
+def knn_baselines(rec, out, env, threads):
+    """What a DINO point's k-NN has to beat, on the same split and k: the same architecture freshly
+    initialised (sima-eval --features init, seed 0) and the raw pixels (--features pixels). Into
+    rec["baselines"][features] = {"command", "top1" (the 20-NN), "cpu_s"} (their CPU not in cpu_s)."""
+    eextra = ["--train-limit", "512", "--limit", "128"] if SMOKE else []
+    rec["baselines"] = {}
+    for feats in ("init", "pixels"):
+        eargv = sweep.knn_argv(BIN, os.path.join(out, "model.safetensors"), eextra + ["--features", feats])
+        log = out + ".knn_%s.json" % feats
+        code, _, cpu, last = run_logged(eargv, env, log)
+        b = {"command": user_command(eargv, threads), "cpu_s": round(cpu, 1), "exit_code": code}
+        if code == 0:
+            with open(log) as f:
+                b["top1"] = sweep.knn_top1(json.loads(f.read().strip().splitlines()[-1]))
+        else:
+            b["error"] = last
+        rec["baselines"][feats] = b
 
 
 def cmd_sweep(args):

@@ -49,6 +49,10 @@ dsweep=$dir/records/sweeps/dino_xcit_sima_e2.json
 [ -f "$dsweep" ] || fail "no DINO sweep record"
 grep -q '"eval_split": "validation"' "$dsweep" || fail "the DINO sweep's k-NN did not score the validation split"
 grep -q '"val_top1"' "$dsweep" || fail "the DINO sweep record has no 20-NN top-1"
+$py -c 'import json, sys; b = json.load(open(sys.argv[1]))["baselines"]
+assert all(b[f]["exit_code"] == 0 and "top1" in b[f] for f in ("init", "pixels")), b' "$dsweep" \
+  || fail "the DINO sweep record has no random-init and pixel k-NN baselines"
+grep -q '^dino_xcit_sima at 2 epochs: .* freshly initialised' "$dir/RESULTS.md" || fail "the report has no DINO baselines"
 grep -q '^| dino_xcit_sima | 2 | [0-9.]* | — (20-NN at the end) |' "$dir/RESULTS.md" || fail "the report has no DINO sweep row"
 tta=$dir/records/tta_deit_sima/s0.json
 [ -f "$tta" ] || fail "no time-to-accuracy record"
