@@ -343,6 +343,15 @@ TEST_CASE("DINO config: defaults off, cross-key checks, crops the model cannot t
   j = tiny_dino_config();
   j["dino"]["out_dim"] = 0;
   CHECK(error_message([&] { experiment_from_json(j); }) == "config: dino.out_dim: must be >= 1, got 0");
+  j = tiny_dino_config();
+  j["dino"]["blur_sigma"] = {0.5, 0.2};
+  CHECK(error_message([&] { experiment_from_json(j); }) ==
+        "config: dino.blur_sigma: low must not exceed high, got [0.5,0.2]");
+  j["dino"]["blur_sigma"] = {0.0, 0.2};
+  CHECK(error_message([&] { experiment_from_json(j); }) == "config: dino.blur_sigma: must be > 0, got [0, 0.2]");
+  j = tiny_dino_config();
+  j["dino"]["solarize_p"] = 1.5;
+  CHECK(error_message([&] { experiment_from_json(j); }).rfind("config: dino.solarize_p: ", 0) == 0);
   // a DeiT with 4-pixel patches cannot take 10-pixel local crops: named before any training
   testing::TempDir tmp;
   j = tiny_dino_config();
@@ -350,4 +359,33 @@ TEST_CASE("DINO config: defaults off, cross-key checks, crops the model cannot t
   j["dino"]["local_crops_size"] = 10;
   CHECK(error_message([&] { run(j, tmp.str() + "/deit"); }).rfind("dino.local_crops_size 10: the model cannot take",
                                                                    0) == 0);
+}
+
+TEST_CASE("dino_multicrop_options: DINO's augmentations by default, each probability and the blur from its key") {
+  json j = tiny_dino_config();
+  MultiCropOptions o = dino_multicrop_options(experiment_from_json(j));
+  const MultiCropOptions dino;  // DataAugmentationDINO's own values
+  CHECK(o.global1_blur_p == dino.global1_blur_p);
+  CHECK(o.global2_blur_p == dino.global2_blur_p);
+  CHECK(o.local_blur_p == dino.local_blur_p);
+  CHECK(o.solarize_p == dino.solarize_p);
+  CHECK(o.color_jitter_p == dino.color_jitter_p);
+  CHECK(o.blur_sigma == dino.blur_sigma);
+  j["dino"]["global1_blur_p"] = 0.25;
+  j["dino"]["global2_blur_p"] = 0.5;
+  j["dino"]["local_blur_p"] = 0.75;
+  j["dino"]["solarize_p"] = 0.0;
+  j["dino"]["color_jitter_p"] = 0.125;
+  j["dino"]["blur_sigma"] = {0.05, 0.5};
+  j["dino"]["local_crops_size"] = 12;
+  j["dino"]["local_crops_number"] = 3;
+  o = dino_multicrop_options(experiment_from_json(j));
+  CHECK(o.global1_blur_p == 0.25);
+  CHECK(o.global2_blur_p == 0.5);
+  CHECK(o.local_blur_p == 0.75);
+  CHECK(o.solarize_p == 0.0);
+  CHECK(o.color_jitter_p == 0.125);
+  CHECK(o.blur_sigma == std::pair<float, float>{0.05f, 0.5f});
+  CHECK(o.local_size == 12);
+  CHECK(o.local_crops == 3);
 }

@@ -120,6 +120,12 @@ struct DinoConfig {
   double weight_decay_end = 0.4;    // cosine from optimizer.weight_decay per step
   double clip_grad = 3.0;           // per-parameter gradient norm (0 = off)
   int64_t freeze_last_layer = 1;    // epochs with the last layer's gradient dropped
+  // The views' photometric augmentations (data/multicrop.h), DINO's values by default. They were
+  // made for 224-pixel photographs: small grey images may want less (blur_sigma is in pixels).
+  std::pair<double, double> blur_sigma{0.1, 2.0};
+  double global1_blur_p = 1.0, global2_blur_p = 0.1, local_blur_p = 0.5;
+  double solarize_p = 0.2;      // global view 2 only
+  double color_jitter_p = 0.8;
 };
 
 // DeiT distillation (train/objectives/distill.h): a frozen teacher checkpoint supervises the student's

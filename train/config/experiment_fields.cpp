@@ -212,6 +212,21 @@ void add_dino_distill_fields(std::vector<ConfigField>& f) {
                     "clip each parameter's gradient norm to this (0 = off)", at_least<double>(0)));
   f.push_back(field("dino.freeze_last_layer", &E::dino, &DinoConfig::freeze_last_layer,
                     "epochs during which the head's last layer gets no update", at_least<int64_t>(0)));
+  const Rule<std::pair<double, double>> sigma_range{"> 0", [](const std::pair<double, double>& r) {
+    return r.first > 0 ? std::string() : "must be > 0, got [" + number_text(r.first) + ", " + number_text(r.second) + "]";
+  }};
+  f.push_back(field("dino.blur_sigma", &E::dino, &DinoConfig::blur_sigma,
+                    "range of the Gaussian blurs' sigma in pixels (DINO's [0.1, 2] is for 224-pixel crops)", sigma_range));
+  f.push_back(field("dino.global1_blur_p", &E::dino, &DinoConfig::global1_blur_p,
+                    "probability of blurring the first global view [0, 1]", within<double>(0, 1)));
+  f.push_back(field("dino.global2_blur_p", &E::dino, &DinoConfig::global2_blur_p,
+                    "probability of blurring the second global view [0, 1]", within<double>(0, 1)));
+  f.push_back(field("dino.local_blur_p", &E::dino, &DinoConfig::local_blur_p,
+                    "probability of blurring each local view [0, 1]", within<double>(0, 1)));
+  f.push_back(field("dino.solarize_p", &E::dino, &DinoConfig::solarize_p,
+                    "probability of solarising the second global view [0, 1]", within<double>(0, 1)));
+  f.push_back(field("dino.color_jitter_p", &E::dino, &DinoConfig::color_jitter_p,
+                    "probability of the colour jitter on every view [0, 1]", within<double>(0, 1)));
   // distill
   f.push_back(field("distill.teacher", &E::distill, &DistillConfig::teacher,
                     "teacher checkpoint for distill.type hard or soft, e.g. runs/quickstart/best.safetensors "

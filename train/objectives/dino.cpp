@@ -66,6 +66,26 @@ void cancel_gradients_last_layer(int64_t epoch, Module& model, int64_t freeze_la
     if (name.find("last_layer") != std::string::npos) p.zero_grad();
 }
 
+MultiCropOptions dino_multicrop_options(const ExperimentConfig& c) {
+  const DinoConfig& d = c.dino;
+  MultiCropOptions mo;
+  mo.global_size = c.model.img_size;
+  mo.local_size = d.local_crops_size;
+  mo.local_crops = d.local_crops_number;
+  mo.global_scale = d.global_crops_scale;
+  mo.local_scale = d.local_crops_scale;
+  mo.mean = c.model.mean;
+  mo.std = c.model.std;
+  mo.to_three_channels = c.model.in_chans == 3;
+  mo.blur_sigma = {float(d.blur_sigma.first), float(d.blur_sigma.second)};
+  mo.global1_blur_p = d.global1_blur_p;
+  mo.global2_blur_p = d.global2_blur_p;
+  mo.local_blur_p = d.local_blur_p;
+  mo.solarize_p = d.solarize_p;
+  mo.color_jitter_p = d.color_jitter_p;
+  return mo;
+}
+
 namespace {
 
 // The DINO loss between a student and its EMA teacher on multi-crop views; no labels.
@@ -142,15 +162,7 @@ int64_t DinoObjective::setup_data(Comm& comm) {
     train_raw_ = holdout_split(train_raw_, c.data.validation, uint64_t(c.data.validation_seed)).train;
   if (c.data.train_subset > 0) train_raw_ = random_subset(train_raw_, c.data.train_subset, uint64_t(c.train.seed));
   classes_ = class_names(spec_, c.model.num_classes);
-  MultiCropOptions mo;
-  mo.global_size = c.model.img_size;
-  mo.local_size = d.local_crops_size;
-  mo.local_crops = d.local_crops_number;
-  mo.global_scale = d.global_crops_scale;
-  mo.local_scale = d.local_crops_scale;
-  mo.mean = c.model.mean;
-  mo.std = c.model.std;
-  mo.to_three_channels = c.model.in_chans == 3;
+  const MultiCropOptions mo = dino_multicrop_options(c);
   auto views = std::make_shared<MultiViewTransformedDataset>(train_raw_, dino_multiview_transform(mo));
   loader_ = std::make_unique<MultiViewLoader>(views,
                                               LoaderOptions{.batch_size = c.data.batch_size,

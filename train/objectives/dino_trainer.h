@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "data/multicrop.h"
 #include "nn/dino_loss.h"
 #include "train/config/experiment_config.h"
 #include "train/objectives/dino_model.h"
@@ -57,6 +58,10 @@ struct DinoSchedules {
   ScheduleOptions lr, weight_decay, momentum;
 };
 DinoSchedules dino_schedules(const ExperimentConfig& cfg, int64_t steps_per_epoch);
+
+// The multi-crop augmentation of a DINO run: sizes, crop scales and counts, the photometric
+// augmentations' probabilities and blur range from the dino section, normalisation from the model.
+MultiCropOptions dino_multicrop_options(const ExperimentConfig& cfg);
 
 // utils.cancel_gradients_last_layer: while epoch < freeze_last_layer, drops the gradient of
 // every parameter whose name contains "last_layer" (the optimizer then skips them).
