@@ -124,8 +124,9 @@ def heatmap_section(heatmaps, out):
                " a flat map would match.\n")
     for row, h in done:
         r = h["result"]
-        out.append("**%s** (layer %d of %d, `%s`)\n" % (row, r["images"][0]["layer"] + 1, r["images"][0]["layer_count"],
-                                                        h["command"]))
+        out.append("**%s** (layer %d of %d, drawn %s at commit %s: `%s`)\n" % (
+            row, r["images"][0]["layer"] + 1, r["images"][0]["layer_count"], h.get("date", "?"), h.get("commit", "?"),
+            h["command"]))
         maps = [m for m in ("q", "k", "cls") if m in r["images"][0]["maps"]]
         out.append("| image | predicted | object | %s | panel |" % " | ".join(MAP_LABELS[m] + " on object" for m in maps))
         out.append("|---|---|---|%s---|" % ("---|" * len(maps)))
