@@ -28,7 +28,9 @@ several sittings; `run` never repeats a recorded run (delete its record to repea
 cut off by a killed sitting resumes from its train state, on another machine too once `park` has
 copied that state into results/runs/parked/ and it is committed (results/parked.py). Runs go `--jobs` at a time with
 `--threads` OpenMP threads each (2 x 1 by default on a 2-core machine: these models are too small
-to use two threads well).
+to use two threads well). `run` exits 3 when it skipped a row the protocol refuses (named at the
+start), and 4, timing nothing, when the speed or timing rows find another sima-train, sima-bench or
+sima-eval running.
 """
 import argparse
 import datetime
@@ -49,7 +51,7 @@ import parked  # noqa: E402  (results/parked.py: cut-off runs carried between si
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "bench"))
 from bench_record import cpu_info  # noqa: E402  (the CPU a sitting ran on: CPU seconds differ between hosts)
 
-from runner import ROOT, BIN, write_json, git_commit, shell_line, user_command, run_logged, epoch_records, resumable, claimed  # noqa: E402,F401
+from runner import ROOT, BIN, write_json, git_commit, shell_line, user_command, run_logged, epoch_records, resumable, claimed, other_trainers  # noqa: E402,F401
 RUNS = os.path.join(ROOT, "results", "runs")
 PNGS = os.path.join(ROOT, "docs", "results")
 OUT = os.path.join(ROOT, "runs", "paper")  # run folders (not committed)
@@ -323,6 +325,11 @@ def cmd_run(args):
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(go, train))
+    busy = other_trainers() if bench and not args.smoke else []  # the smoke check times nothing
+    if busy:  # a timed row beside another run would time the sharing, not the row
+        print("reproduce.py: not timing %s: the machine is busy (%s); run them when nothing else runs"
+              % (", ".join("%s seed %d" % t for t in bench), ", ".join("%s %d" % (n, p) for p, n in busy)), flush=True)
+        sys.exit(4)
     for t in bench:  # alone, so nothing else runs while they time
         go(t)
     if refused:

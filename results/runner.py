@@ -98,3 +98,20 @@ def claimed(out):
             yield False
             return
         yield True
+
+
+def other_trainers():
+    """The sima-train, sima-bench and sima-eval processes running now (pid, name), none of them ours:
+    a timed row must have the machine to itself (called when this launcher has no child left)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/comm" % pid) as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if name in ("sima-train", "sima-bench", "sima-eval"):
+            found.append((int(pid), name))
+    return found

@@ -235,6 +235,35 @@ with tempfile.TemporaryDirectory() as d:
     other = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip()
     check(other == "True", "not released: %r" % other)
 
+# A speed or timing row is not timed while another sima-train runs: `run` names it and exits 4.
+import shutil  # noqa: E402
+import time  # noqa: E402
+with tempfile.TemporaryDirectory() as d:
+    reproduce.RUNS, reproduce.OUT = d, os.path.join(d, "runs")
+    reproduce.BIN = os.path.join(d, "bin")
+    os.makedirs(reproduce.BIN)
+    for b in ("sima-train", "sima-eval", "sima-bench"):  # never started: the row is refused first
+        with open(os.path.join(reproduce.BIN, b), "w") as f:
+            f.write("#!/bin/sh\nexit 99\n")
+        os.chmod(os.path.join(reproduce.BIN, b), 0o755)
+    sleeper = os.path.join(d, "sima-train")  # another launcher's trainer, as /proc names it
+    shutil.copy("/bin/sleep", sleeper)
+    proc = subprocess.Popen([sleeper, "30"])
+    try:
+        for _ in range(200):  # until it has exec'd under its name
+            if (proc.pid, "sima-train") in runner.other_trainers():
+                break
+            time.sleep(0.01)
+        args = argparse.Namespace(smoke="", allow_unconverged=False, rows="bench_fig1_dim", seeds="", jobs=1, threads=1)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = refused(lambda: reproduce.cmd_run(args))
+        check(code == "4" and "not timing bench_fig1_dim seed 0: the machine is busy (" in out.getvalue() and
+              "sima-train %d" % proc.pid in out.getvalue(), "busy machine: %r %r" % (code, out.getvalue()))
+    finally:
+        proc.kill()
+        proc.wait()
+
 if fails:
     print("test_protocol.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
     sys.exit(1)
