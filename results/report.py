@@ -318,7 +318,7 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
     for row in t.rows:
         png = os.path.join(root, "docs", "results", row + ".png")
         if os.path.exists(png) and t.records[row]:  # a curve drawn by a run the tables read
-            out.append("**%s** (`configs/paper/%s.json`)\n\n![%s](results/%s.png)\n" % (row, row, row, row))
+            out.append("**%s** (`configs/paper/%s.json`)\n\n![%s](results/%s.png)\n" % (row, fixed.base_row(row), row, row))
 
     heatmap_section(heatmaps, out)
 

@@ -185,6 +185,14 @@ def median_rows(per_round):
     return rows
 
 
+def keep_curves(row, seed, out):
+    """Seed 0's training curves (the trainer's curves.png) into docs/results/<row>.png for the report."""
+    png = os.path.join(out, "curves.png")
+    if seed == 0 and os.path.exists(png):
+        os.makedirs(PNGS, exist_ok=True)
+        shutil.copyfile(png, os.path.join(PNGS, row + ".png"))
+
+
 def run_one(row, seed, threads):
     _, claims, kind, _ = ROW[row]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="passive")
@@ -199,6 +207,8 @@ def run_one(row, seed, threads):
         return dict(rec, **tta.run_timing(row, env, out, RUNS, SMOKE))
     if kind == "fixed":
         frec = fixed.run(row, seed, env, out, RUNS, SMOKE, INTERRUPTED)
+        if frec:
+            keep_curves(row, seed, out)
         return frec and dict(rec, **frec)
 
     twin = kind == "torch"  # the same config trained by the PyTorch twin, from Debian's /usr/bin/python3
@@ -227,10 +237,7 @@ def run_one(row, seed, threads):
         rec["diverged"] = "not finite" in last or "non-finite" in last
     elif kind in ("train", "torch"):
         rec["top1"] = epochs[-1]["test_top1"]
-    png = os.path.join(out, "curves.png")
-    if seed == 0 and os.path.exists(png):
-        os.makedirs(PNGS, exist_ok=True)
-        shutil.copyfile(png, os.path.join(PNGS, row + ".png"))
+    keep_curves(row, seed, out)
     if kind == "dino" and code == 0:  # the teacher backbone's frozen features, extracted once for both
         eargv = [os.path.join(BIN, "sima-eval"), "--checkpoint", os.path.join(out, "model.safetensors"),
                  "--knn", "--k", "10,20,100", "--linear-probe", "--json"]

@@ -36,6 +36,7 @@ grep -q '"val_top1"' "$fx" || fail "the fixed-budget run has no validation curve
 grep -q '"test_top1"' "$fx" && fail "the fixed-budget run's trainer read the test set"
 grep -q '"top1"' "$fx" || fail "the fixed-budget run has no test top-1 from sima-eval"
 grep -q '"split": "validation"' "$fx" || fail "the fixed-budget run did not train on the validation split"
+[ -f "$dir/png/e50_deit_sima.png" ] || fail "the fixed-budget run's seed-0 curves were not kept"
 grep -q '"linear_probe"' "$dir/records/dino_xcit_sima/s0.json" || fail "the DINO record has no linear probe"
 grep -q '^| DeiT SimA | [0-9.]* (1 of 3 seeds) | not run |' "$dir/RESULTS.md" || fail "the report has no claim 3 row"
 grep -q '^| cvt | softmax | not run | [0-9.]* (1 of 3 seeds) |' "$dir/RESULTS.md" || fail "the report has no claim 1 row"
