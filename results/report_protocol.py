@@ -36,9 +36,9 @@ def protocol_section(out):
         " held-out images (`sima-eval --validation`); both DINO rows take its count." % (
             sweep.SWEEP_SEED, sweep.CONVERGED, sweep.KNN_K))
     out.append(
-        "- **The budget cap.** Every row at the count this rule reaches does not fit the study's 40 CPU-hours:"
-        " the DeiT sweep still gained more than a point per doubling at 100 epochs, and the table has about 50"
-        " training runs. So a final run trains at most %s epochs (`sweep.BUDGET_CAP`); an architecture whose"
+        "- **The budget cap.** At the counts this rule reaches, the table's roughly 50 training runs do not fit"
+        " the study's 40 CPU-hours: the DeiT sweep still gained more than a point per doubling at 100 epochs."
+        " So a final run trains at most %s epochs (`sweep.BUDGET_CAP`); an architecture whose"
         " sweep has not converged by then is *capped*, and its sweep goes on past the cap only to show what the"
         " cap leaves (the gain column below)." % ", ".join(
             "%d (%s)" % (e, r) for r, e in sweep.BUDGET_CAP.items()))
