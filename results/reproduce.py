@@ -271,6 +271,19 @@ def use_smoke_dir(d):
     RUNS, PNGS, OUT = (os.path.join(d, sub) for sub in ("records", "png", "runs"))
 
 
+def refused_rows(rows):
+    """{row: reason} for the final rows among `rows` the protocol does not allow yet (final_plan's
+    refusal, e.g. a sweep that has neither converged nor reached its cap)."""
+    refused = {}
+    for r in rows:
+        if ROW[r][2] in ("train", "torch", "dino"):
+            try:
+                final_plan(r, os.path.join(ROOT, "configs", "paper", r.replace("torch_twin_", "") + ".json"))
+            except SystemExit as e:
+                refused[r] = str(e)
+    return refused
+
+
 def cmd_run(args):
     if args.smoke:  # tiny budget, everything outside the repository
         use_smoke_dir(args.smoke)
@@ -287,13 +300,7 @@ def cmd_run(args):
         if not os.access(os.path.join(BIN, b), os.X_OK):
             sys.exit("reproduce.py: %s missing: build first (./setup.sh)" % os.path.join(BIN, b))
     seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
-    refused = {}  # rows the protocol does not allow yet (final_plan's reason): skipped, named, exit 3
-    for r in rows:
-        if ROW[r][2] in ("train", "torch", "dino"):
-            try:
-                final_plan(r, os.path.join(ROOT, "configs", "paper", r.replace("torch_twin_", "") + ".json"))
-            except SystemExit as e:
-                refused[r] = str(e)
+    refused = refused_rows(rows)  # skipped, named, exit 3
     for r, why in refused.items():
         print("reproduce.py: skipping %s: %s" % (r, why.replace("reproduce.py: ", "", 1)), flush=True)
     todo = [(r, s) for r in rows if r not in refused for s in range(ROW[r][3])
