@@ -5,6 +5,7 @@ run cut off at the end of a sitting and start it over. `reproduce.py park` copie
 needs from each cut-off folder into results/runs/parked/<name>/, to be committed with the records:
 
     train_state.safetensors   weights, optimizer moments, EMA, step and RNG (what --resume reads)
+    twin_state.pt             the same for a PyTorch twin run (results/torch_twin.py --resume)
     best.safetensors          the best weights so far (the trainer keeps the best across a resume)
     config.json               the resolved config (--resume refuses a different one)
     metrics.jsonl             the records so far (cut back to the state's step on resume)
@@ -19,7 +20,12 @@ import json
 import os
 import shutil
 
-FILES = ("train_state.safetensors", "best.safetensors", "config.json", "metrics.jsonl")
+FILES = ("train_state.safetensors", "best.safetensors", "config.json", "metrics.jsonl", "twin_state.pt")
+STATES = ("train_state.safetensors", "twin_state.pt")  # sima-train's, or the PyTorch twin's (results/torch_twin.py)
+
+
+def has_state(d):
+    return any(os.path.isfile(os.path.join(d, f)) for f in STATES)
 SPENT = "spent.json"  # parked copy of runs/paper/<name>.spent.json
 
 
@@ -36,7 +42,7 @@ def park(records, out_root, only=()):
         out = os.path.join(out_root, name)
         if only and name not in only:
             continue
-        if not os.path.isfile(os.path.join(out, "train_state.safetensors")) or finished(out):
+        if not has_state(out) or finished(out):
             continue
         dst = parked_dir(records, out)
         tmp = dst + ".tmp"
@@ -57,7 +63,8 @@ def finished(out):
     """The trainer has logged its last epoch (an epoch record with the config's epoch count)."""
     try:
         with open(os.path.join(out, "config.json")) as f:
-            epochs = json.load(f)["train"]["epochs"]
+            cfg = json.load(f)
+        epochs = cfg["train.epochs"] if "train.epochs" in cfg else cfg["train"]["epochs"]  # the twin's is flat
         with open(os.path.join(out, "metrics.jsonl")) as f:
             done = [r.get("epoch") for r in map(json.loads, f) if r.get("kind") == "epoch"]
     except (OSError, ValueError, KeyError):
@@ -68,8 +75,7 @@ def finished(out):
 def unpark(records, out):
     """Restores a parked run into out when out has no train state of its own; returns True if it did."""
     src = parked_dir(records, out)
-    if os.path.isfile(os.path.join(out, "train_state.safetensors")) or \
-            not os.path.isfile(os.path.join(src, "train_state.safetensors")):
+    if has_state(out) or not has_state(src):
         return False
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)

@@ -185,6 +185,16 @@ def median_rows(per_round):
     return rows
 
 
+def twin_resumable(out, plan):
+    """A twin run folder left by a killed sitting, with its state and the same epoch count planned."""
+    try:
+        with open(os.path.join(out, "config.json")) as f:
+            stored = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return parked.has_state(out) and stored.get("train.epochs") == plan["epochs"]
+
+
 def keep_curves(row, seed, out):
     """Seed 0's training curves (the trainer's curves.png) into docs/results/<row>.png for the report."""
     png = os.path.join(out, "curves.png")
@@ -217,15 +227,14 @@ def run_one(row, seed, threads):
     prog = [TORCH_PYTHON, os.path.join(ROOT, "results", "torch_twin.py"), "--threads", str(threads)] if twin else \
         [os.path.join(BIN, "sima-train")]
     argv = prog + ["--config", config, "--set", "train.seed=%d" % seed] + plan["sets"] + ["--out", out, "--quiet"] + SMOKE
-    if not twin:
-        parked.unpark(RUNS, out)
-    resume = not twin and resumable(out, plan)  # the twin has no train state: a cut-off run starts over
+    parked.unpark(RUNS, out)
+    resume = twin_resumable(out, plan) if twin else resumable(out, plan)
     if os.path.isdir(out) and not resume:
         shutil.rmtree(out)  # a run cut off before its first save, or planned otherwise: start over
     os.makedirs(os.path.dirname(out), exist_ok=True)
     code, wall, cpu, last = run_logged(argv + (["--resume"] if resume else []), env,
                                        out + (".resume.log" if resume else ".log"))
-    if code == INTERRUPTED and not twin:
+    if code == INTERRUPTED:
         return None
     epochs = epoch_records(out)
     rec.update(command=user_command(argv, threads), wall_s=round(wall, 1), cpu_s=round(cpu, 1),
@@ -237,6 +246,10 @@ def run_one(row, seed, threads):
         rec["diverged"] = "not finite" in last or "non-finite" in last
     elif kind in ("train", "torch"):
         rec["top1"] = epochs[-1]["test_top1"]
+    if twin and code == 0:  # a twin run over several sittings: its own sums of their times
+        with open(os.path.join(out, "result.json")) as f:
+            res = json.load(f)
+        rec.update(wall_s=res["wall_s"], cpu_s=res["cpu_s"], sittings=res["sittings"])
     keep_curves(row, seed, out)
     if kind == "dino" and code == 0:  # the teacher backbone's frozen features, extracted once for both
         eargv = [os.path.join(BIN, "sima-eval"), "--checkpoint", os.path.join(out, "model.safetensors"),

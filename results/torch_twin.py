@@ -15,6 +15,11 @@ prints the result as its last line: {"twin": "pytorch", "top1", "set", "wall_s",
 "threads", "parameters", ...}. --smoke: 256 training and 128 test images, 1 epoch, batch 64
 (results/reproduce.py's smoke budget). Exit code 1 with "error: ..." on a refused config or a
 non-finite loss. `run(config_path, sets, out_dir, threads)` does the same from Python.
+Stopping and resuming, as sima-train: the run saves DIR/twin_state.pt (weights, BatchNorm statistics,
+AdamW's moments, torch's RNG, where it stands, each sitting's time) after every epoch and, on SIGTERM
+or Ctrl-C, at the step it reached, then exits 130; `--resume` goes on from it with the same config,
+and the finished run is the uninterrupted one (tests/results/torch_twin_smoke.sh); its wall_s and
+cpu_s add up the sittings.
 Two checks against sima.cpp (both in tests/results/torch_twin_smoke.sh):
   --eval-checkpoint FILE  evaluates a sima-train model.safetensors on the images the config
                           selects: sima-train's top-1 and loss (the model, the data indices and
@@ -61,6 +66,7 @@ import gzip
 import json
 import math
 import os
+import signal
 import sys
 import time
 
@@ -384,15 +390,19 @@ def eval_checkpoint(c, path):
 
 # ---- the run ----------------------------------------------------------------------------------
 
-def train_epoch(model, opt, c, data, epoch, step, sched, metrics):
-    """One epoch of sima-train's loop: per step the scheduled lr, the label-smoothed loss of
-    the augmented batch, backward, AdamW. Returns (steps done, mean loss, last lr)."""
+def train_epoch(model, opt, c, data, epoch, step, sched, metrics, first=0, loss_sum=0.0, stop_at=None):
+    """One epoch of sima-train's loop from batch `first` (a resumed epoch): per step the scheduled
+    lr, the label-smoothed loss of the augmented batch, backward, AdamW. Returns (steps done, loss
+    sum over the epoch's batches so far, last lr, batches done); stops early, at a step boundary,
+    once STOP is set (SIGTERM) or at step `stop_at` (tests), with fewer than steps_per_epoch batches done."""
     xtr, ytr = data
     B, steps_per_epoch = c["data.batch_size"], len(xtr) // c["data.batch_size"]
     order = torch.tensor(sima_rng.epoch_order(len(xtr), c["train.seed"], epoch))  # sima.cpp's batches
     model.train()
-    loss_sum, window = 0.0, []
-    for b in range(steps_per_epoch):
+    window, lr = [], sched(step)
+    for b in range(first, steps_per_epoch):
+        if STOP or step == stop_at:
+            return step, loss_sum, lr, b
         idx = order[b * B:(b + 1) * B]
         lr = sched(step)
         for g in opt.param_groups:
@@ -414,12 +424,43 @@ def train_epoch(model, opt, c, data, epoch, step, sched, metrics):
                                       "loss": sum(window) / len(window), "lr": lr, "grad_norm": grad_norm,
                                       "weight_decay": c["optimizer.weight_decay"]}) + "\n")
             window = []
-    return step, loss_sum / steps_per_epoch, lr
+    return step, loss_sum, lr, steps_per_epoch
 
 
-def train(c, out_dir, log, init_from=None):
-    """Trains as sima-train would; writes out_dir/metrics.jsonl; returns the result fields.
-    init_from: start from these weights (a sima-train checkpoint) instead of a seeded init."""
+STATE = "twin_state.pt"  # the run's state at a step boundary: what --resume reads
+STOP = False  # set by SIGTERM / Ctrl-C: the run saves its state at the next step boundary and exits 130
+
+
+def on_stop(signum, frame):
+    global STOP
+    STOP = True
+
+
+def save_state(out_dir, model, opt, at, sitting):
+    """Atomically writes the run's state: weights and BatchNorm statistics, AdamW's moments, torch's
+    RNG (drop path), where the run stands and the CPU/wall time of every sitting so far."""
+    st = {"model": model.state_dict(), "optimizer": opt.state_dict(), "rng": torch.get_rng_state(), **at,
+          "sittings": at["sittings"] + [sitting()]}
+    tmp = os.path.join(out_dir, STATE + ".tmp")
+    torch.save(st, tmp)
+    os.replace(tmp, os.path.join(out_dir, STATE))
+
+
+def keep_metrics(path, step, epochs):
+    """A resumed run's metrics.jsonl cut back to what its state had done: step records up to `step`,
+    epoch records up to `epochs` (a killed sitting may have written more after its last save)."""
+    recs = [json.loads(l) for l in open(path)] if os.path.exists(path) else []
+    keep = [r for r in recs if (r["kind"] == "step" and r["step"] <= step) or
+            (r["kind"] == "epoch" and r["epoch"] <= epochs)]
+    with open(path, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in keep)
+
+
+def train(c, out_dir, log, init_from=None, resume=False, sitting=lambda: {}, stop_at=None):
+    """Trains as sima-train would; writes out_dir/metrics.jsonl; returns the result fields, with
+    "stopped": True when SIGTERM stopped it (its state saved). init_from: start from these weights (a
+    sima-train checkpoint) instead of a seeded init; resume: go on from out_dir's saved state.
+    sitting(): this sitting's {"wall_s", "cpu_s"} so far; stop_at: stop there as SIGTERM would (tests)."""
     torch.manual_seed(c["train.seed"])
     xtr, ytr, xev, yev, which = datasets(c)
     steps_per_epoch = len(xtr) // c["data.batch_size"]  # drop_last
@@ -438,42 +479,79 @@ def train(c, out_dir, log, init_from=None):
     warmup = int(math.floor(c["schedule.warmup_epochs"] * steps_per_epoch + 0.5))  # llround
     if warmup > total:
         raise ConfigError(f"schedule.warmup_epochs: {c['schedule.warmup_epochs']} is longer than train.epochs")
+    at = {"epoch": 0, "batch": 0, "loss_sum": 0.0, "step": 0, "best": -1.0, "last": None, "sittings": []}
+    metrics_path = os.path.join(out_dir, "metrics.jsonl")
+    if resume:
+        st = torch.load(os.path.join(out_dir, STATE))
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["optimizer"])
+        torch.set_rng_state(st["rng"])
+        at = {k: st[k] for k in at}
+        keep_metrics(metrics_path, at["step"], at["epoch"])
     log(f"run {out_dir}: cvt {params} parameters, {len(xtr)} training images, {steps_per_epoch} steps/epoch, "
-        f"lr {effective_lr(c):g} (AdamW), torch {torch.__version__}, {torch.get_num_threads()} threads")
-    step, best, last = 0, -1.0, None
-    with open(os.path.join(out_dir, "metrics.jsonl"), "w") as metrics:
-        for epoch in range(c["train.epochs"]):
+        f"lr {effective_lr(c):g} (AdamW), torch {torch.__version__}, {torch.get_num_threads()} threads"
+        + (f", resumed at epoch {at['epoch'] + 1} step {at['step']}" if resume else ""))
+    with open(metrics_path, "a" if resume else "w") as metrics:
+        for epoch in range(at["epoch"], c["train.epochs"]):
             t_epoch = time.monotonic()
-            step, train_loss, lr = train_epoch(model, opt, c, (xtr, ytr), epoch, step,
-                                               lambda t: lr_at(t, c, warmup, total), metrics)
-            rec = {"kind": "epoch", "epoch": epoch + 1, "step": step, "train_loss": train_loss, "lr": lr,
-                   "epoch_seconds": time.monotonic() - t_epoch}
+            step, loss_sum, lr, done = train_epoch(model, opt, c, (xtr, ytr), epoch, at["step"],
+                                                   lambda t: lr_at(t, c, warmup, total), metrics,
+                                                   at["batch"], at["loss_sum"], stop_at)
+            at.update(step=step, batch=done, loss_sum=loss_sum)
+            if done < steps_per_epoch:  # stopped mid-epoch
+                metrics.flush()
+                save_state(out_dir, model, opt, at, sitting)
+                return {"stopped": True, "step": step}
+            rec = {"kind": "epoch", "epoch": epoch + 1, "step": step, "train_loss": loss_sum / steps_per_epoch,
+                   "lr": lr, "epoch_seconds": time.monotonic() - t_epoch}
             if epoch + 1 == c["train.epochs"] or (epoch + 1) % c["train.eval_every"] == 0:
                 ev_loss, top1, top5, img_s = evaluate(model, xev, yev, c)
                 rec.update({which + "_loss": ev_loss, which + "_top1": top1, which + "_top5": top5,
                             "eval_img_per_s": img_s})
-                best, last = max(best, top1), top1
-                log(f"epoch {epoch + 1}/{c['train.epochs']}  train loss {train_loss:.4f}  {which} loss "
+                at["best"], at["last"] = max(at["best"], top1), top1
+                log(f"epoch {epoch + 1}/{c['train.epochs']}  train loss {rec['train_loss']:.4f}  {which} loss "
                     f"{ev_loss:.4f}  top-1 {top1:.2f}%  top-5 {top5:.2f}%")
-            rec["best_top1"] = max(0.0, best)
+            rec["best_top1"] = max(0.0, at["best"])
             metrics.write(json.dumps(rec) + "\n")
             metrics.flush()
-    return {"top1": last, "set": which, "best_top1": best, "parameters": params, "steps": step,
-            "train_images": len(xtr), "eval_images": len(xev)}
+            at.update(epoch=epoch + 1, batch=0, loss_sum=0.0)
+            save_state(out_dir, model, opt, at, sitting)  # a killed sitting loses at most this epoch
+    return {"top1": at["last"], "set": which, "best_top1": at["best"], "parameters": params, "steps": at["step"],
+            "train_images": len(xtr), "eval_images": len(xev), "sittings": at["sittings"] + [sitting()]}
 
 
-def run(config_path, sets=(), out_dir="runs/torch_twin", threads=1, quiet=True, init_from=None):
+def run(config_path, sets=(), out_dir="runs/torch_twin", threads=1, quiet=True, init_from=None, resume=False,
+        stop_at=None):
     """Trains the twin of `sima-train --config config_path --set ...`; returns the result dict
-    (also written to out_dir/result.json). Raises ConfigError for a config the twin refuses."""
+    (also written to out_dir/result.json), or {"stopped": True, ...} when SIGTERM stopped it with
+    its state saved (then `resume` goes on from it). Raises ConfigError for a config the twin
+    refuses, or to resume a run of another config or one with no state."""
     t0, cpu0 = time.monotonic(), time.process_time()
     c = load_config(config_path, list(sets))
     torch.set_num_threads(threads)
     os.makedirs(out_dir, exist_ok=True)
+    if resume:
+        try:
+            with open(os.path.join(out_dir, "config.json")) as f:
+                stored = json.load(f)
+        except (OSError, ValueError):
+            raise ConfigError(f"--resume: {out_dir} has no readable config.json (a run folder of the twin?)")
+        if not os.path.exists(os.path.join(out_dir, STATE)):
+            raise ConfigError(f"--resume: {out_dir} has no {STATE} (the run saved no state: start it afresh)")
+        diff = sorted(k for k in set(stored) | set(c) if stored.get(k) != c.get(k))
+        if diff:
+            raise ConfigError(f"--resume: the config differs from the run's in {', '.join(diff)} "
+                              "(a resumed run must keep them; start a new run instead)")
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(c, f, indent=1, sort_keys=True)
-    res = train(c, out_dir, (lambda s: None) if quiet else (lambda s: print(s, flush=True)), init_from)
+    sitting = lambda: {"wall_s": round(time.monotonic() - t0, 2), "cpu_s": round(time.process_time() - cpu0, 2)}
+    res = train(c, out_dir, (lambda s: None) if quiet else (lambda s: print(s, flush=True)), init_from, resume,
+                sitting, stop_at)
+    if res.get("stopped"):
+        return res
     res = {"twin": "pytorch", "torch": torch.__version__, "config": config_path, "sets": list(sets), **res,
-           "wall_s": round(time.monotonic() - t0, 2), "cpu_s": round(time.process_time() - cpu0, 2),
+           "wall_s": round(sum(x["wall_s"] for x in res["sittings"]), 2),
+           "cpu_s": round(sum(x["cpu_s"] for x in res["sittings"]), 2),
            "threads": torch.get_num_threads(), "out": out_dir}
     with open(os.path.join(out_dir, "result.json"), "w") as f:
         json.dump(res, f, indent=1)
@@ -492,6 +570,8 @@ def main():
                    "model.safetensors on the config's evaluation images (the same subset as sima-train's)")
     p.add_argument("--init-from", metavar="FILE", help="start from a sima-train checkpoint's weights (BatchNorm "
                    "statistics reset) instead of a seeded init: with the same batches, the same step losses")
+    p.add_argument("--resume", action="store_true", help=f"go on from DIR/{STATE}, which the run saves after every "
+                   "epoch and, stopped by SIGTERM or Ctrl-C, at the step it reached (exit 130)")
     a = p.parse_args()
     if a.threads < 1:
         sys.exit("error: --threads must be >= 1")
@@ -503,9 +583,15 @@ def main():
             torch.set_num_threads(a.threads)
             res = eval_checkpoint(load_config(a.config, sets), a.eval_checkpoint)
         else:
-            res = run(a.config, sets, a.out, a.threads, a.quiet, a.init_from)
+            signal.signal(signal.SIGTERM, on_stop)
+            signal.signal(signal.SIGINT, on_stop)
+            res = run(a.config, sets, a.out, a.threads, a.quiet, a.init_from, a.resume)
     except (ConfigError, FloatingPointError, OSError, RuntimeError) as e:
         sys.exit(f"error: {e}")
+    if res.get("stopped"):
+        print(f"interrupted at step {res['step']}: state saved in {os.path.join(a.out, STATE)}; go on with the same "
+              "command and --resume", flush=True)
+        sys.exit(130)
     print(json.dumps(res))
 
 

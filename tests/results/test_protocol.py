@@ -264,6 +264,27 @@ with tempfile.TemporaryDirectory() as d:
         proc.kill()
         proc.wait()
 
+# A PyTorch twin run cut off by a sitting resumes from its own state (results/torch_twin.py --resume),
+# is parked and unparked like sima-train's, and counts as finished once its last epoch is logged.
+import parked  # noqa: E402
+with tempfile.TemporaryDirectory() as d:
+    out = os.path.join(d, "runs", "torch_twin_cvt_sima_s0")
+    os.makedirs(out)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump({"train.epochs": 100, "train.seed": 0}, f)
+    check(not reproduce.twin_resumable(out, {"epochs": 100}), "no state: starts over")
+    open(os.path.join(out, "twin_state.pt"), "wb").close()
+    check(reproduce.twin_resumable(out, {"epochs": 100}), "twin state: resumes")
+    check(not reproduce.twin_resumable(out, {"epochs": 50}), "other epochs: starts over")
+    with open(os.path.join(out, "metrics.jsonl"), "w") as f:
+        f.write(json.dumps({"kind": "epoch", "epoch": 99}) + "\n")
+    check(parked.park(d, os.path.join(d, "runs")) == ["torch_twin_cvt_sima_s0"], "twin parked")
+    shutil.rmtree(out)
+    check(parked.unpark(d, out) and os.path.isfile(os.path.join(out, "twin_state.pt")), "twin unparked")
+    with open(os.path.join(out, "metrics.jsonl"), "a") as f:
+        f.write(json.dumps({"kind": "epoch", "epoch": 100}) + "\n")
+    check(parked.finished(out), "a twin run with its last epoch is finished")
+
 if fails:
     print("test_protocol.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
     sys.exit(1)

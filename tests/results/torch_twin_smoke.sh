@@ -7,7 +7,8 @@
 #     validation split (the model, the subset and split indices, the evaluation transform);
 #  3. from sima-train's initial weights, on sima-train's batches, the twin's first step losses
 #     and gradient norms are sima-train's (the data stream, loss, backward, AdamW, schedule);
-#  4. a key the twin does not implement, or does not know, is refused naming the key.
+#  4. a key the twin does not implement, or does not know, is refused naming the key;
+#  5. a run stopped mid-epoch (SIGTERM saves its state, exit 130) and resumed is the whole run.
 #   tests/results/torch_twin_smoke.sh BIN_DIR
 # Exits 77 (skipped) only when /usr/bin/python3 has no torch (setup.sh installs python3-torch).
 set -euo pipefail
@@ -99,6 +100,43 @@ for a, b in zip(sima[:5], twin[:5]):
 print("torch_twin_smoke.sh: from sima-train's weights, steps 1-5: loss %s (sima-train) / %s (twin)"
       % (" ".join("%.6f" % r["loss"] for r in sima[:5]), " ".join("%.6f" % r["loss"] for r in twin[:5])))
 EOF
+
+# 5. stopped mid-epoch and resumed, the run is the uninterrupted one; --resume refuses a folder
+#    without state or with another config; SIGTERM saves the state and exits 130
+$py - "$root" "$dir" <<'EOF' || fail "a stopped and resumed twin run is not the uninterrupted one"
+import json, sys
+root, d = sys.argv[1], sys.argv[2]
+sys.path.insert(0, root + "/results")
+import torch_twin as t
+cfg = root + "/configs/paper/cvt_sima.json"
+sets = ["data.train_subset=512", "data.test_subset=128", "train.epochs=2", "data.batch_size=64"]
+a = t.run(cfg, sets, d + "/whole")
+assert t.run(cfg, sets, d + "/cut", stop_at=11) == {"stopped": True, "step": 11}  # epoch 2, batch 3 of 8
+b = t.run(cfg, sets, d + "/cut", resume=True)
+epochs = lambda run: [json.loads(l) for l in open("%s/%s/metrics.jsonl" % (d, run)) if '"kind": "epoch"' in l]
+key = lambda r: (r["epoch"], r["step"], r["train_loss"], r.get("test_loss"), r.get("test_top1"))
+assert [key(r) for r in epochs("whole")] == [key(r) for r in epochs("cut")], (epochs("whole"), epochs("cut"))
+assert b["top1"] == a["top1"] and len(b["sittings"]) == 2 and b["cpu_s"] > 0, b
+for sets2, out, msg in ((sets, d + "/fresh", "has no readable config.json"),
+                        (sets[:-1] + ["data.batch_size=32"], d + "/cut", "the config differs from the run's in data.batch_size")):
+    try:
+        t.run(cfg, sets2, out, resume=True)
+    except t.ConfigError as e:
+        assert msg in str(e), str(e)
+    else:
+        raise AssertionError("resumed: %s" % out)
+print("torch_twin_smoke.sh: stopped at step 11 and resumed: epochs' losses and top-1 %.2f%% as the whole run's" % b["top1"])
+EOF
+$py "$twin" --config "$config" --set data.train_subset=2048 --set data.test_subset=128 --set train.epochs=50 \
+  --set data.batch_size=64 --out "$dir/sig" --quiet > "$dir/sig.out" 2>&1 &
+pid=$!
+for _ in $(seq 600); do [ -f "$dir/sig/metrics.jsonl" ] && [ -s "$dir/sig/metrics.jsonl" ] && break; sleep 0.1; done
+sleep 1
+kill -TERM $pid
+code=0; wait $pid || code=$?
+[ $code = 130 ] || fail "SIGTERM: exit $code, not 130: $(cat "$dir/sig.out")"
+[ -f "$dir/sig/twin_state.pt" ] || fail "SIGTERM: no state saved"
+grep -q "interrupted at step .*--resume" "$dir/sig.out" || fail "SIGTERM: no resume advice: $(cat "$dir/sig.out")"
 
 # 4. refusals name the key
 if $py "$twin" --config "$config" --smoke --set mixup.mixup_alpha=0.8 --out "$dir/bad" 2> "$dir/bad.err"; then
