@@ -19,7 +19,7 @@ import shutil
 
 import parked
 import sweep
-from runner import BIN, ROOT, epoch_records, resumable, run_logged, user_command
+from runner import BIN, ROOT, epoch_records, resumable, run_logged, run_sitting, spent_totals, user_command
 
 EPOCHS = 50  # half the supervised budget cap (sweep.BUDGET_CAP)
 PREFIX = "e%d_" % EPOCHS
@@ -69,13 +69,13 @@ def run(row, seed, env, out, records, smoke, interrupted):
     os.makedirs(os.path.dirname(out), exist_ok=True)
     argv = sweep.argv_for(BIN, ROOT, base, EPOCHS, out, resume, smoke, seed=seed)
     threads = int(env.get("OMP_NUM_THREADS", "1"))
-    code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"))
+    code, last, spent = run_sitting(argv, env, out, resume)
     if code == interrupted:
         return None
     rec = {"command": user_command(sweep.argv_for(BIN, ROOT, base, EPOCHS, out, False, smoke, seed=seed), threads),
            "split": "validation", "validation": sweep.VALIDATION, "validation_seed": sweep.VALIDATION_SEED,
-           "epochs_from": "fixed budget (%d epochs)" % EPOCHS, "resumed": resume, "wall_s": round(wall, 1),
-           "cpu_s": round(cpu, 1), "exit_code": code, "epochs": sweep.epoch_rows(epoch_records(out)),
+           "epochs_from": "fixed budget (%d epochs)" % EPOCHS, "resumed": resume, **spent_totals(spent),
+           "exit_code": code, "epochs": sweep.epoch_rows(epoch_records(out)),
            "model": sweep.model_of(ROOT, base)}
     if code != 0:
         rec["error"] = last

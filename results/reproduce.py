@@ -51,7 +51,7 @@ import parked  # noqa: E402  (results/parked.py: cut-off runs carried between si
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "bench"))
 from bench_record import cpu_info  # noqa: E402  (the CPU a sitting ran on: CPU seconds differ between hosts)
 
-from runner import ROOT, BIN, write_json, git_commit, shell_line, user_command, run_logged, epoch_records, resumable, claimed, other_trainers  # noqa: E402,F401
+from runner import ROOT, BIN, write_json, git_commit, shell_line, user_command, run_logged, epoch_records, resumable, claimed, other_trainers, run_sitting, spent_totals  # noqa: E402,F401
 RUNS = os.path.join(ROOT, "results", "runs")
 PNGS = os.path.join(ROOT, "docs", "results")
 OUT = os.path.join(ROOT, "runs", "paper")  # run folders (not committed)
@@ -232,13 +232,11 @@ def run_one(row, seed, threads):
     if os.path.isdir(out) and not resume:
         shutil.rmtree(out)  # a run cut off before its first save, or planned otherwise: start over
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    code, wall, cpu, last = run_logged(argv + (["--resume"] if resume else []), env,
-                                       out + (".resume.log" if resume else ".log"))
+    code, last, spent = run_sitting(argv + (["--resume"] if resume else []), env, out, resume)
     if code == INTERRUPTED:
         return None
     epochs = epoch_records(out)
-    rec.update(command=user_command(argv, threads), wall_s=round(wall, 1), cpu_s=round(cpu, 1),
-               exit_code=code, epochs_from=plan["from"], resumed=resume,
+    rec.update(command=user_command(argv, threads), **spent_totals(spent), exit_code=code, epochs_from=plan["from"], resumed=resume,
                epochs=[{k: e[k] for k in e if k in ("epoch", "test_top1", "test_top5", "test_loss", "train_loss",
                                                        "teacher_entropy", "kl", "loss")} for e in epochs])
     if code != 0:
@@ -375,13 +373,7 @@ def run_sweep_point(row, epochs, threads):
         shutil.rmtree(out)  # cut off before its first save: start over
     os.makedirs(os.path.dirname(out), exist_ok=True)
     argv = sweep.argv_for(BIN, ROOT, row, epochs, out, resume, SMOKE)
-    load_before, epochs_before = os.getloadavg()[0], len(epoch_records(out))
-    code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"))
-    spent_path = out + ".spent.json"  # the sittings so far: [{"wall_s", "cpu_s", "epochs_run"}...]
-    spent = json.load(open(spent_path)) if os.path.exists(spent_path) else []
-    spent.append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "resumed": resume, "load_before": load_before,
-                  "epochs_run": len(epoch_records(out)) - epochs_before, "cpu": cpu_info()["model"]})
-    write_json(spent_path, spent)
+    code, last, spent = run_sitting(argv, env, out, resume)
     if code == INTERRUPTED:
         return None
     epochs_done = sweep.epoch_rows(epoch_records(out))
@@ -389,9 +381,7 @@ def run_sweep_point(row, epochs, threads):
            "validation": sweep.VALIDATION, "validation_seed": sweep.VALIDATION_SEED, "commit": git_commit(),
            "threads": threads, "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
            "command": user_command(sweep.argv_for(BIN, ROOT, row, epochs, out, False, SMOKE), threads),
-           "sittings": spent, "wall_s": round(sum(x["wall_s"] for x in spent), 1),
-           "cpu_s": round(sum(x["cpu_s"] for x in spent), 1), "exit_code": code, "epochs": epochs_done,
-           "model": sweep.model_of(ROOT, row)}
+           **spent_totals(spent), "exit_code": code, "epochs": epochs_done, "model": sweep.model_of(ROOT, row)}
     if code != 0:
         rec["error"] = last
         rec["diverged"] = "not finite" in last or "non-finite" in last

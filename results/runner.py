@@ -6,10 +6,13 @@ import fcntl
 import json
 import os
 import subprocess
+import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("SIMA_BIN_DIR", os.path.join(ROOT, "build", "bin"))  # e.g. a copy, to rebuild meanwhile
+sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
+from bench_record import cpu_info  # noqa: E402  (the CPU a sitting ran on: CPU seconds differ between hosts)
 
 
 def write_json(p, rec):
@@ -115,3 +118,27 @@ def other_trainers():
         if name in ("sima-train", "sima-bench", "sima-eval"):
             found.append((int(pid), name))
     return found
+
+
+def run_sitting(argv, env, out, resume):
+    """One sitting of a training run in folder `out`: runs argv (its log out.log, or out.resume.log),
+    and appends the sitting to out.spent.json, which a fresh start resets: [{"wall_s", "cpu_s",
+    "resumed", "load_before", "epochs_run", "cpu"}...], so a run's CPU adds up over the sittings that
+    ran it (`park` carries the file; a sitting whose script was killed too is not counted).
+    Returns (exit code, last output line, the sittings so far)."""
+    spent_path = out + ".spent.json"
+    if not resume and os.path.exists(spent_path):
+        os.remove(spent_path)
+    load_before, epochs_before = os.getloadavg()[0], len(epoch_records(out))
+    code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"))
+    spent = json.load(open(spent_path)) if os.path.exists(spent_path) else []
+    spent.append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "resumed": resume, "load_before": load_before,
+                  "epochs_run": len(epoch_records(out)) - epochs_before, "cpu": cpu_info()["model"]})
+    write_json(spent_path, spent)
+    return code, last, spent
+
+
+def spent_totals(spent):
+    """{"sittings", "wall_s", "cpu_s"} of a run's sittings, for its record."""
+    return {"sittings": spent, "wall_s": round(sum(x["wall_s"] for x in spent), 1),
+            "cpu_s": round(sum(x["cpu_s"] for x in spent), 1)}

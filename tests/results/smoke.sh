@@ -30,6 +30,11 @@ for r in e50_deit_sima dino_xcit_sima; do
 done
 grep -q '"exit_code": 0' "$dir/records/cvt_sima/s0.json" || fail "the final training run failed"
 grep -q '"test_top1"' "$dir/records/cvt_sima/s0.json" || fail "the final run did not evaluate the test set"
+for r in cvt_sima e50_deit_sima; do
+  $py -c 'import json, sys; r = json.load(open(sys.argv[1])); s = r["sittings"]
+assert len(s) == 1 and r["cpu_s"] == s[0]["cpu_s"] and s[0]["cpu"], r' "$dir/records/$r/s0.json" \
+    || fail "the $r record does not carry its sitting's CPU"
+done
 fx=$dir/records/e50_deit_sima/s0.json
 grep -q '"exit_code": 0' "$fx" || fail "the fixed-budget run failed"
 grep -q '"val_top1"' "$fx" || fail "the fixed-budget run has no validation curve"
