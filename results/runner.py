@@ -105,7 +105,8 @@ def claimed(out):
 
 def other_trainers():
     """The sima-train, sima-bench and sima-eval processes running now (pid, name), none of them ours:
-    a timed row must have the machine to itself (called when this launcher has no child left)."""
+    a timed row must have the machine to itself (called when this launcher has no child left). One
+    paused with kill -STOP does not count: that is how other runs make room for the timing."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -113,10 +114,12 @@ def other_trainers():
         try:
             with open("/proc/%s/comm" % pid) as f:
                 name = f.read().strip()
-        except OSError:
+            with open("/proc/%s/stat" % pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
             continue
-        if name in ("sima-train", "sima-bench", "sima-eval"):
-            found.append((int(pid), name))
+        if name in ("sima-train", "sima-bench", "sima-eval") and state not in ("T", "t", "Z"):
+            found.append((int(pid), name))  # a stopped (kill -STOP) or finished process takes no CPU
     return found
 
 

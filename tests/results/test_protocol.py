@@ -238,6 +238,7 @@ with tempfile.TemporaryDirectory() as d:
 # A speed or timing row is not timed while another sima-train runs: `run` names it and exits 4.
 import shutil  # noqa: E402
 import time  # noqa: E402
+import signal  # noqa: E402
 with tempfile.TemporaryDirectory() as d:
     reproduce.RUNS, reproduce.OUT = d, os.path.join(d, "runs")
     reproduce.BIN = os.path.join(d, "bin")
@@ -260,6 +261,12 @@ with tempfile.TemporaryDirectory() as d:
             code = refused(lambda: reproduce.cmd_run(args))
         check(code == "4" and "not timing bench_fig1_dim seed 0: the machine is busy (" in out.getvalue() and
               "sima-train %d" % proc.pid in out.getvalue(), "busy machine: %r %r" % (code, out.getvalue()))
+        os.kill(proc.pid, signal.SIGSTOP)  # paused to make room for the timing: not counted
+        for _ in range(200):
+            if (proc.pid, "sima-train") not in runner.other_trainers():
+                break
+            time.sleep(0.01)
+        check((proc.pid, "sima-train") not in runner.other_trainers(), "a stopped trainer counted as busy")
     finally:
         proc.kill()
         proc.wait()
