@@ -153,8 +153,10 @@ def tta_section(t, out):
     for row, what in CLAIM5:
         timing = (t.records.get(tta.PREFIX + row) or [None])[0]
         s = tta.summary(t.records.get(E + row, []), timing)
-        if s is None:
-            out.append("| %s | | | not run | |" % what)
+        spe = tta.seconds_per_epoch(timing)
+        if s is None:  # the timing alone, or nothing yet
+            out.append("| %s | %s | %s | not run | not run |" % (
+                what, "%.1f s" % spe if spe else "not timed", "%.0f" % (tta.train_images() / spe) if spe else "—"))
             continue
         cells = []
         for x in tta.TARGETS:
