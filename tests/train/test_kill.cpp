@@ -56,6 +56,19 @@ class TrainProcess {
     }
     return false;
   }
+  // Polls until the process has blocked SIGTERM (sima-train's first act in main(): from then on the
+  // signal thread takes it); false with its status if it ended first. Before that moment a SIGTERM
+  // ends any program by the default action: a loaded machine can stretch process start-up past the
+  // test's shortest delay, so the delays count from here.
+  bool wait_signals_blocked(int& status) {
+    const std::string path = "/proc/" + std::to_string(pid_) + "/status";
+    return wait_until([&] {
+      std::ifstream in(path);
+      for (std::string line; std::getline(in, line);)
+        if (line.rfind("SigBlk:", 0) == 0) return ((std::stoull(line.substr(7), nullptr, 16) >> (SIGTERM - 1)) & 1) != 0;
+      return false;
+    }, status);
+  }
   int finish(int sig) {  // sends `sig` (if still running) and reaps; the raw wait status
     ::kill(pid_, sig);
     int status = 0;
@@ -145,6 +158,8 @@ TEST_CASE("sima-train: SIGTERM at random moments inside the first epoch never cr
   for (int i = 0; i < 8; ++i) {
     const std::string out = dir.str() + "/run" + std::to_string(i);
     TrainProcess p({"--config", cfg, "--out", out, "--quiet"}, dir.file("term" + std::to_string(i)));
+    int early = 0;
+    REQUIRE_MESSAGE(p.wait_signals_blocked(early), "sima-train ended before blocking SIGTERM, status " << early);
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(150, 900)(rng)));
     const int status = p.finish(SIGTERM);
     INFO("run " << i << " stderr: " << slurp(dir.file("term" + std::to_string(i) + ".err")));
