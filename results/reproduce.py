@@ -185,16 +185,6 @@ def median_rows(per_round):
     return rows
 
 
-def twin_resumable(out, plan):
-    """A twin run folder left by a killed sitting, with its state and the same epoch count planned."""
-    try:
-        with open(os.path.join(out, "config.json")) as f:
-            stored = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return parked.has_state(out) and stored.get("train.epochs") == plan["epochs"]
-
-
 def keep_curves(row, seed, out):
     """Seed 0's training curves (the trainer's curves.png) into docs/results/<row>.png for the report."""
     png = os.path.join(out, "curves.png")
@@ -228,7 +218,7 @@ def run_one(row, seed, threads):
         [os.path.join(BIN, "sima-train")]
     argv = prog + ["--config", config, "--set", "train.seed=%d" % seed] + plan["sets"] + ["--out", out, "--quiet"] + SMOKE
     parked.unpark(RUNS, out)
-    resume = twin_resumable(out, plan) if twin else resumable(out, plan)
+    resume = resumable(out, plan)
     if os.path.isdir(out) and not resume:
         shutil.rmtree(out)  # a run cut off before its first save, or planned otherwise: start over
     os.makedirs(os.path.dirname(out), exist_ok=True)

@@ -279,10 +279,10 @@ with tempfile.TemporaryDirectory() as d:
     os.makedirs(out)
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump({"train.epochs": 100, "train.seed": 0}, f)
-    check(not reproduce.twin_resumable(out, {"epochs": 100}), "no state: starts over")
+    check(not reproduce.resumable(out, {"epochs": 100}), "no state: starts over")
     open(os.path.join(out, "twin_state.pt"), "wb").close()
-    check(reproduce.twin_resumable(out, {"epochs": 100}), "twin state: resumes")
-    check(not reproduce.twin_resumable(out, {"epochs": 50}), "other epochs: starts over")
+    check(reproduce.resumable(out, {"epochs": 100}), "twin state: resumes")
+    check(not reproduce.resumable(out, {"epochs": 50}), "other epochs: starts over")
     with open(os.path.join(out, "metrics.jsonl"), "w") as f:
         f.write(json.dumps({"kind": "epoch", "epoch": 99}) + "\n")
     check(parked.park(d, os.path.join(d, "runs")) == ["torch_twin_cvt_sima_s0"], "twin parked")
