@@ -15,11 +15,10 @@ the final weights (the record's top1). No setting is chosen from these curves.
 """
 import json
 import os
-import shutil
 
 import parked
 import sweep
-from runner import BIN, ROOT, epoch_records, resumable, run_logged, run_sitting, spent_totals, user_command
+from runner import BIN, ROOT, epoch_records, run_logged, run_sitting, spent_totals, user_command
 
 EPOCHS = 50  # half the supervised budget cap (sweep.BUDGET_CAP)
 PREFIX = "e%d_" % EPOCHS
@@ -62,11 +61,7 @@ def run(row, seed, env, out, records, smoke, interrupted):
     when the trainer was interrupted (its train state is kept for the next sitting)."""
     base = base_row(row)
     epochs = 1 if smoke else EPOCHS
-    parked.unpark(records, out)  # a run cut off in an earlier sitting, on any machine
-    resume = resumable(out, {"epochs": epochs})
-    if os.path.isdir(out) and not resume:
-        shutil.rmtree(out)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
+    resume = parked.start_or_resume(records, out, epochs)
     argv = sweep.argv_for(BIN, ROOT, base, EPOCHS, out, resume, smoke, seed=seed)
     threads = int(env.get("OMP_NUM_THREADS", "1"))
     code, last, spent = run_sitting(argv, env, out, resume)

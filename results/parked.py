@@ -22,11 +22,34 @@ import shutil
 
 FILES = ("train_state.safetensors", "best.safetensors", "config.json", "metrics.jsonl", "twin_state.pt")
 STATES = ("train_state.safetensors", "twin_state.pt")  # sima-train's, or the PyTorch twin's (results/torch_twin.py)
+SPENT = "spent.json"  # parked copy of runs/paper/<name>.spent.json
 
 
 def has_state(d):
     return any(os.path.isfile(os.path.join(d, f)) for f in STATES)
-SPENT = "spent.json"  # parked copy of runs/paper/<name>.spent.json
+
+
+def stored_epochs(out):
+    """The epoch count in a run folder's config.json (sima-train's nests it, the twin's is flat:
+    "train.epochs"), or None when there is no readable config."""
+    try:
+        with open(os.path.join(out, "config.json")) as f:
+            cfg = json.load(f)
+        return cfg["train.epochs"] if "train.epochs" in cfg else cfg["train"]["epochs"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def start_or_resume(records, out, epochs):
+    """Readies run folder `out` for a sitting of a run of `epochs` epochs; returns True to resume. A run
+    cut off in an earlier sitting (here, or parked in `records` from another machine) resumes when it
+    has a state and planned the same epochs; anything else in `out` is cleared for a fresh start."""
+    unpark(records, out)
+    resume = has_state(out) and stored_epochs(out) == epochs
+    if os.path.isdir(out) and not resume:
+        shutil.rmtree(out)  # cut off before its first save, or planned otherwise
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    return resume
 
 
 def parked_dir(records, out):
@@ -61,15 +84,13 @@ def park(records, out_root, only=()):
 
 def finished(out):
     """The trainer has logged its last epoch (an epoch record with the config's epoch count)."""
+    epochs = stored_epochs(out)
     try:
-        with open(os.path.join(out, "config.json")) as f:
-            cfg = json.load(f)
-        epochs = cfg["train.epochs"] if "train.epochs" in cfg else cfg["train"]["epochs"]  # the twin's is flat
         with open(os.path.join(out, "metrics.jsonl")) as f:
             done = [r.get("epoch") for r in map(json.loads, f) if r.get("kind") == "epoch"]
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError):
         return False
-    return epochs in done
+    return epochs is not None and epochs in done
 
 
 def unpark(records, out):

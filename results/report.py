@@ -151,15 +151,9 @@ def tta_section(t, out):
     out.append("| attention (DeiT) | s per epoch | images/s | to %.0f %%: epoch, time | to %.0f %%: epoch, time |" % tta.TARGETS)
     out.append("|---|---|---|---|---|")
     for row, what in CLAIM5:
-        timing = (t.records.get(tta.PREFIX + row) or [None])[0]
-        s = tta.summary(t.records.get(E + row, []), timing)
-        spe = tta.seconds_per_epoch(timing)
-        if s is None:  # the timing alone, or nothing yet
-            out.append("| %s | %s | %s | not run | not run |" % (
-                what, "%.1f s" % spe if spe else "not timed", "%.0f" % (tta.train_images() / spe) if spe else "—"))
-            continue
-        cells = []
-        for x in tta.TARGETS:
+        s = tta.summary(t.records.get(E + row, []), (t.records.get(tta.PREFIX + row) or [None])[0])
+        cells = ["not run", "not run"] if s["targets"] is None else []
+        for x in tta.TARGETS if s["targets"] is not None else ():
             hit, of, mean, sd, secs = s["targets"][x]
             if not hit:
                 cells.append("not reached (0 of %d)" % of)

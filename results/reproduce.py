@@ -48,10 +48,8 @@ import sweep  # noqa: E402  (results/sweep.py: the protocol's epoch sweeps)
 import tta  # noqa: E402  (results/tta.py: time to accuracy per DeiT attention)
 import fixed  # noqa: E402  (results/fixed.py: claims 2-5 at one fixed budget)
 import parked  # noqa: E402  (results/parked.py: cut-off runs carried between sittings)
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "bench"))
-from bench_record import cpu_info  # noqa: E402  (the CPU a sitting ran on: CPU seconds differ between hosts)
-
-from runner import ROOT, BIN, write_json, git_commit, shell_line, user_command, run_logged, epoch_records, resumable, claimed, other_trainers, run_sitting, spent_totals  # noqa: E402,F401
+from runner import (ROOT, BIN, claimed, cpu_info, epoch_records, git_commit, other_trainers,  # noqa: E402,F401
+                    run_logged, run_sitting, shell_line, spent_totals, user_command, write_json)
 RUNS = os.path.join(ROOT, "results", "runs")
 PNGS = os.path.join(ROOT, "docs", "results")
 OUT = os.path.join(ROOT, "runs", "paper")  # run folders (not committed)
@@ -94,6 +92,15 @@ HEATMAP_ROWS = ["deit_sima", "deit_softmax", fixed.PREFIX + "deit_sima_relu_mlp"
                 "cvt_softmax", "dino_xcit_sima", "dino_xcit_xca"]
 HEATMAP_IMAGES = os.path.join(ROOT, "docs", "images")
 FOREGROUND = 0.1  # grey level above which a pixel is the object (Fashion-MNIST's background is 0)
+
+
+def config_path(row):
+    """configs/paper/<config>.json of a row: its own name, less the prefix of a twin (torch_twin_),
+    fixed-budget (e50_) or timing (tta_) row."""
+    for prefix in ("torch_twin_", fixed.PREFIX, tta.PREFIX):
+        if row.startswith(prefix):
+            row = row[len(prefix):]
+    return os.path.join(ROOT, "configs", "paper", row + ".json")
 
 
 def record_path(row, seed):
@@ -212,32 +219,24 @@ def run_one(row, seed, threads):
         return frec and dict(rec, **frec)
 
     twin = kind == "torch"  # the same config trained by the PyTorch twin, from Debian's /usr/bin/python3
-    config = os.path.join(ROOT, "configs", "paper", (row[len("torch_twin_"):] if twin else row) + ".json")
+    config = config_path(row)
     plan = final_plan(row, config)
     prog = [TORCH_PYTHON, os.path.join(ROOT, "results", "torch_twin.py"), "--threads", str(threads)] if twin else \
         [os.path.join(BIN, "sima-train")]
     argv = prog + ["--config", config, "--set", "train.seed=%d" % seed] + plan["sets"] + ["--out", out, "--quiet"] + SMOKE
-    parked.unpark(RUNS, out)
-    resume = resumable(out, plan)
-    if os.path.isdir(out) and not resume:
-        shutil.rmtree(out)  # a run cut off before its first save, or planned otherwise: start over
-    os.makedirs(os.path.dirname(out), exist_ok=True)
+    resume = parked.start_or_resume(RUNS, out, plan["epochs"])
     code, last, spent = run_sitting(argv + (["--resume"] if resume else []), env, out, resume)
     if code == INTERRUPTED:
         return None
     epochs = epoch_records(out)
-    rec.update(command=user_command(argv, threads), **spent_totals(spent), exit_code=code, epochs_from=plan["from"], resumed=resume,
-               epochs=[{k: e[k] for k in e if k in ("epoch", "test_top1", "test_top5", "test_loss", "train_loss",
+    rec.update(command=user_command(argv, threads), **spent_totals(spent), exit_code=code,
+               epochs_from=plan["from"], resumed=resume, epochs=[{k: e[k] for k in e if k in ("epoch", "test_top1", "test_top5", "test_loss", "train_loss",
                                                        "teacher_entropy", "kl", "loss")} for e in epochs])
     if code != 0:
         rec["error"] = last
         rec["diverged"] = "not finite" in last or "non-finite" in last
     elif kind in ("train", "torch"):
         rec["top1"] = epochs[-1]["test_top1"]
-    if twin and code == 0:  # a twin run over several sittings: its own sums of their times
-        with open(os.path.join(out, "result.json")) as f:
-            res = json.load(f)
-        rec.update(wall_s=res["wall_s"], cpu_s=res["cpu_s"], sittings=res["sittings"])
     keep_curves(row, seed, out)
     if kind == "dino" and code == 0:  # the teacher backbone's frozen features, extracted once for both
         eargv = [os.path.join(BIN, "sima-eval"), "--checkpoint", os.path.join(out, "model.safetensors"),
@@ -279,7 +278,7 @@ def refused_rows(rows):
     for r in rows:
         if ROW[r][2] in ("train", "torch", "dino"):
             try:
-                final_plan(r, os.path.join(ROOT, "configs", "paper", r.replace("torch_twin_", "") + ".json"))
+                final_plan(r, config_path(r))
             except SystemExit as e:
                 refused[r] = str(e)
     return refused
@@ -357,11 +356,7 @@ def run_sweep_point(row, epochs, threads):
     script was killed too is not counted)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="passive")
     out = os.path.join(OUT, "sweep_%s_e%d" % (row, epochs))
-    parked.unpark(RUNS, out)
-    resume = os.path.exists(os.path.join(out, "train_state.safetensors"))
-    if os.path.isdir(out) and not resume:
-        shutil.rmtree(out)  # cut off before its first save: start over
-    os.makedirs(os.path.dirname(out), exist_ok=True)
+    resume = parked.start_or_resume(RUNS, out, epochs)
     argv = sweep.argv_for(BIN, ROOT, row, epochs, out, resume, SMOKE)
     code, last, spent = run_sitting(argv, env, out, resume)
     if code == INTERRUPTED:
@@ -491,7 +486,7 @@ def cmd_heatmaps(args):
         if not os.path.exists(ckpt):
             print("  %s: no checkpoint %s (train it with run first): skipped" % (row, os.path.relpath(ckpt, ROOT)))
             continue
-        with open(os.path.join(ROOT, "configs", "paper", fixed.base_row(row) + ".json")) as f:
+        with open(config_path(row)) as f:
             attention = json.load(f)["model"].get("attention", {}).get("type", "softmax")
         out = os.path.join(PNGS, "heatmaps", row)
         if os.path.isdir(out):

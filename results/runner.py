@@ -77,20 +77,6 @@ def epoch_records(out_dir):
     return recs
 
 
-def resumable(out, plan):
-    """A run folder left by a killed sitting, with its state (sima-train's train state or the PyTorch
-    twin's) and the same epoch count planned (the twin's config.json is flat: "train.epochs")."""
-    try:
-        with open(os.path.join(out, "config.json")) as f:
-            stored = json.load(f)
-    except (OSError, ValueError):
-        return False
-    if "train.epochs" in stored:  # the twin's
-        return os.path.exists(os.path.join(out, "twin_state.pt")) and stored["train.epochs"] == plan["epochs"]
-    return (os.path.exists(os.path.join(out, "train_state.safetensors")) and
-            stored.get("train", {}).get("epochs") == plan["epochs"])
-
-
 @contextlib.contextmanager
 def claimed(out):
     """Yields True while this process holds the run folder `out` (an exclusive flock on out.claim),

@@ -22,7 +22,6 @@ import os
 import shutil
 import statistics
 
-import fixed
 import parked
 import sweep
 from runner import BIN, ROOT, epoch_records, run_logged, user_command
@@ -73,18 +72,17 @@ def seconds_per_epoch(timing):
 
 
 def summary(runs, timing):
-    """{"targets": {90.0: (reached, of, mean epochs, sd or None, seconds or None) or None, ...},
-    "s_per_epoch", "img_per_s", "epochs"}: from the fixed-budget records `runs` (one per seed) and the
-    timing record; None when no seed finished."""
+    """{"s_per_epoch", "img_per_s" (None when not timed), "targets": {90.0: (reached, of, mean epochs,
+    sd or None, seconds or None), ...} (None when no seed of the fixed-budget records `runs`
+    finished)}: the time-to-accuracy row of one attention."""
+    spe = seconds_per_epoch(timing)
+    out = {"s_per_epoch": spe, "img_per_s": train_images() / spe if spe else None, "targets": None}
     ok = [r for r in runs if r.get("exit_code") == 0 and r.get("epochs")]
     if not ok:
-        return None
-    spe = seconds_per_epoch(timing)
-    out = {"targets": {}, "s_per_epoch": spe, "epochs": len(ok[0]["epochs"]),
-           "img_per_s": train_images() / spe if spe else None}
+        return out
+    out["targets"] = {}
     for t in TARGETS:
-        at = [sweep.epoch_reaching(r, t) for r in ok]
-        hit = [a for a in at if a is not None]
+        hit = [a for a in (sweep.epoch_reaching(r, t) for r in ok) if a is not None]
         if not hit:
             out["targets"][t] = (0, len(ok), None, None, None)
             continue
@@ -92,8 +90,3 @@ def summary(runs, timing):
         out["targets"][t] = (len(hit), len(ok), mean, statistics.stdev(hit) if len(hit) > 1 else None,
                              mean * spe if spe else None)
     return out
-
-
-def fixed_row(row):
-    """The fixed-budget row whose curves a tta_ row times: tta_deit_sima -> e50_deit_sima."""
-    return fixed.PREFIX + base_row(row)
