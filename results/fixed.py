@@ -18,7 +18,7 @@ import os
 
 import parked
 import sweep
-from runner import BIN, ROOT, epoch_records, run_logged, run_sitting, spent_totals, user_command
+from runner import BIN, INTERRUPTED, ROOT, epoch_records, run_logged, run_sitting, spent_totals, user_command
 
 EPOCHS = 50  # half the supervised budget cap (sweep.BUDGET_CAP)
 PREFIX = "e%d_" % EPOCHS
@@ -56,7 +56,7 @@ def test_eval_argv(checkpoint, smoke):
     return argv + (["--limit", "128"] if smoke else [])
 
 
-def run(row, seed, env, out, records, smoke, interrupted):
+def run(row, seed, env, out, records, smoke):
     """Trains (or resumes) one seed of a fixed-budget row; returns the fields of its record, or None
     when the trainer was interrupted (its train state is kept for the next sitting)."""
     base = base_row(row)
@@ -65,7 +65,7 @@ def run(row, seed, env, out, records, smoke, interrupted):
     argv = sweep.argv_for(BIN, ROOT, base, EPOCHS, out, resume, smoke, seed=seed)
     threads = int(env.get("OMP_NUM_THREADS", "1"))
     code, last, spent = run_sitting(argv, env, out, resume)
-    if code == interrupted:
+    if code == INTERRUPTED:
         return None
     rec = {"command": user_command(sweep.argv_for(BIN, ROOT, base, EPOCHS, out, False, smoke, seed=seed), threads),
            "split": "validation", "validation": sweep.VALIDATION, "validation_seed": sweep.VALIDATION_SEED,

@@ -13,8 +13,8 @@ needs from each cut-off folder into results/runs/parked/<name>/, to be committed
 
 The next `sweep` or `run` unparks a folder before it decides whether to resume, so the run goes on
 from the parked step, bit for bit as if it had never stopped (resume is byte-exact). A run that
-ends with its record drops its parked copy. Stop the trainer first (SIGTERM: it saves its state
-mid-epoch and exits), so the files are one consistent save.
+ends with its record drops its parked copy. Stop the launcher first (SIGTERM: its trainers save
+their state mid-epoch and exit, and it records their sittings), so the files are one consistent save.
 """
 import json
 import os

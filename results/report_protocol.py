@@ -57,7 +57,9 @@ def protocol_section(out):
         " curves, then the test set once on the last weights. Nothing is chosen from those curves."
         % (fixed.EPOCHS, fixed.PREFIX, 60000 - sweep.VALIDATION))
     out.append(
-        "- A run longer than a sitting is stopped with SIGTERM (it saves its train state mid-epoch) and"
+        "- A run longer than a sitting is stopped by sending SIGTERM to its launcher (`reproduce.py run` or"
+        " `sweep`), which passes it to the trainers (each saves its train state mid-epoch), records their"
+        " sittings and starts nothing new;"
         " `reproduce.py park` copies that state into `results/runs/parked/`, committed with the records; the"
         " next sitting, on any machine, resumes it from there bit for bit (`results/parked.py`). Its record"
         " then lists every sitting's CPU time.")

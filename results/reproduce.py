@@ -48,14 +48,14 @@ import sweep  # noqa: E402  (results/sweep.py: the protocol's epoch sweeps)
 import tta  # noqa: E402  (results/tta.py: time to accuracy per DeiT attention)
 import fixed  # noqa: E402  (results/fixed.py: claims 2-5 at one fixed budget)
 import parked  # noqa: E402  (results/parked.py: cut-off runs carried between sittings)
-from runner import (ROOT, BIN, claimed, cpu_info, epoch_records, git_commit, other_trainers,  # noqa: E402,F401
-                    run_logged, run_sitting, shell_line, spent_totals, user_command, write_json)
+import runner  # noqa: E402
+from runner import (ROOT, BIN, INTERRUPTED, claimed, cpu_info, epoch_records, git_commit,  # noqa: E402,F401
+                    other_trainers, run_logged, run_sitting, shell_line, spent_totals, user_command, write_json)
 RUNS = os.path.join(ROOT, "results", "runs")
 PNGS = os.path.join(ROOT, "docs", "results")
 OUT = os.path.join(ROOT, "runs", "paper")  # run folders (not committed)
 SMOKE = []  # --smoke: extra sima-train/sima-eval flags for a tiny budget
 ALLOW_UNCONVERGED = False
-INTERRUPTED = 130  # sima-train's exit after SIGTERM / Ctrl-C, its train state saved: no record, park it
 TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3 with python3-torch (setup.sh), for the twin rows  # run --allow-unconverged: final runs at a sweep's longest point
 
 # (row, claims, kind, seeds). kind: train = supervised sima-train; dino = sima-train with a dino
@@ -213,7 +213,7 @@ def run_one(row, seed, threads):
     if kind == "tta":
         return dict(rec, **tta.run_timing(row, env, out, RUNS, SMOKE))
     if kind == "fixed":
-        frec = fixed.run(row, seed, env, out, RUNS, SMOKE, INTERRUPTED)
+        frec = fixed.run(row, seed, env, out, RUNS, SMOKE)
         if frec:
             keep_curves(row, seed, out)
         return frec and dict(rec, **frec)
@@ -314,6 +314,8 @@ def cmd_run(args):
 
     def go(t):
         row, seed = t
+        if runner.STOP.is_set():  # SIGTERM: the running sittings are being recorded, nothing new starts
+            return
         with claimed(os.path.join(OUT, "%s_s%d" % t)) as mine:
             if not mine:
                 with lock:
@@ -339,6 +341,7 @@ def cmd_run(args):
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(go, train))
+    stopped_by_sigterm()
     busy = other_trainers() if bench and not args.smoke else []  # the smoke check times nothing
     if busy:  # a timed row beside another run would time the sharing, not the row
         print("reproduce.py: not timing %s: the machine is busy (%s); run them when nothing else runs"
@@ -430,7 +433,7 @@ def cmd_sweep(args):
     lock = threading.Lock()
 
     def go(row):  # a row's points in order: whether the next runs depends on the last
-        while True:
+        while not runner.STOP.is_set():
             chosen, nxt, _ = sweep.status(RUNS, row)
             if chosen is not None or nxt is None:
                 with lock:
@@ -461,6 +464,15 @@ def cmd_sweep(args):
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(go, rows))
+    stopped_by_sigterm()
+
+
+def stopped_by_sigterm():
+    """After a launcher's SIGTERM: its sittings are recorded and their states saved; exit 130."""
+    if runner.STOP.is_set():
+        print("reproduce.py: stopped (SIGTERM); the cut-off runs' sittings are recorded: `reproduce.py park` "
+              "keeps them for another machine, the next `run` or `sweep` here resumes them", flush=True)
+        sys.exit(INTERRUPTED)
 
 
 def heatmap_record_path(row):
@@ -542,8 +554,10 @@ if __name__ == "__main__":
     if a.cmd == "list":
         cmd_list(a)
     elif a.cmd == "run":
+        runner.stop_on_sigterm()
         cmd_run(a)
     elif a.cmd == "sweep":
+        runner.stop_on_sigterm()
         cmd_sweep(a)
     elif a.cmd == "heatmaps":
         cmd_heatmaps(a)

@@ -5,8 +5,10 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,14 +53,46 @@ def user_command(argv, threads):
     return "OMP_NUM_THREADS=%d " % threads + shell_line(argv)
 
 
-def run_logged(argv, env, log_path):
+# A launcher given SIGTERM (stop_on_sigterm) passes it on to the trainers it runs: they save their train
+# state and exit 130, their sittings are recorded as usual (out.spent.json), and no new row starts. Killing
+# the launcher instead would lose the CPU of every sitting it was running.
+STOP = threading.Event()
+INTERRUPTED = 130  # sima-train's and the twin's exit after SIGTERM / Ctrl-C, their train state saved
+_trainers = {}  # pid -> Popen: the trainers running now
+_trainers_lock = threading.RLock()  # reentrant: the handler may interrupt the main thread holding it
+
+
+def stop_on_sigterm():
+    def stop(signum, frame):
+        STOP.set()
+        with _trainers_lock:
+            for p in list(_trainers.values()):
+                with contextlib.suppress(ProcessLookupError):
+                    p.send_signal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, stop)
+
+
+def run_logged(argv, env, log_path, trainer=False):
     """Runs argv with stdout+stderr to log_path; returns (exit code, wall s, CPU s, last output line).
-    CPU time (user + system of that child alone, from wait4) is the figure that survives a busy machine."""
+    CPU time (user + system of that child alone, from wait4) is the figure that survives a busy machine.
+    A trainer is passed the launcher's SIGTERM (stop_on_sigterm); one stopped before it could set up
+    its own handler is reported as interrupted too."""
     t0 = time.monotonic()
     with open(log_path, "w") as log:
         p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(p.pid, 0)
+        if trainer:
+            with _trainers_lock:
+                _trainers[p.pid] = p
+            if STOP.is_set():  # the launcher was stopped while this one started
+                p.send_signal(signal.SIGTERM)
+        try:
+            _, status, usage = os.wait4(p.pid, 0)
+        finally:
+            with _trainers_lock:
+                _trainers.pop(p.pid, None)
         p.returncode = os.waitstatus_to_exitcode(status)
+    if trainer and STOP.is_set() and p.returncode == -signal.SIGTERM:
+        p.returncode = INTERRUPTED
     wall = time.monotonic() - t0
     with open(log_path) as log:
         lines = [l.rstrip() for l in log if l.strip()]
@@ -116,13 +150,13 @@ def run_sitting(argv, env, out, resume):
     """One sitting of a training run in folder `out`: runs argv (its log out.log, or out.resume.log),
     and appends the sitting to out.spent.json, which a fresh start resets: [{"wall_s", "cpu_s",
     "resumed", "load_before", "epochs_run", "cpu"}...], so a run's CPU adds up over the sittings that
-    ran it (`park` carries the file; a sitting whose script was killed too is not counted).
+    ran it (`park` carries the file; stop the launcher with SIGTERM, not SIGKILL, or the sitting is lost).
     Returns (exit code, last output line, the sittings so far)."""
     spent_path = out + ".spent.json"
     if not resume and os.path.exists(spent_path):
         os.remove(spent_path)
     load_before, epochs_before = os.getloadavg()[0], len(epoch_records(out))
-    code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"))
+    code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"), trainer=True)
     spent = json.load(open(spent_path)) if os.path.exists(spent_path) else []
     spent.append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "resumed": resume, "load_before": load_before,
                   "epochs_run": len(epoch_records(out)) - epochs_before, "cpu": cpu_info()["model"]})
