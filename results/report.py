@@ -244,27 +244,37 @@ def claims_2_to_5_section(t, out, runs):
     tta_section(t, out)
 
 
+def frozen_cells(ev):
+    """(k-NN k=10 / 20 / 100, linear probe) cells of a frozen-feature evaluation (results/frozen_eval.py)."""
+    res = (ev or {}).get("result")
+    if not res:
+        return ("eval failed: " + ev.get("error", "") if ev else "not run"), "—"
+    return " / ".join("%.2f" % v["top1"] for v in res["knn"]["results"]), "%.2f" % res["linear_probe"]["top1"]
+
+
 def claim6_section(t, out):
-    """Claim 6: DINO's frozen features, k-NN and linear probe."""
+    """Claim 6: DINO's frozen features, k-NN and linear probe, and the same for what they must beat."""
     out.append("## Claim 6: DINO with SimA against DINO with XCA (XCiT)\n")
-    out.append("| backbone | k-NN k=10 / 20 / 100 | linear probe | DINO wall | paper (XCiT-S12/16, 100 ep.): linear / 20-NN |")
+    out.append("| features | k-NN k=10 / 20 / 100 | linear probe | DINO wall | paper (XCiT-S12/16, 100 ep.): linear / 20-NN |")
     out.append("|---|---|---|---|---|")
+    baselines = []
     for row, what, paper in (("dino_xcit_xca", "XCiT, XCA", "75.8 / 71.6"), ("dino_xcit_sima", "XCiT, SimA", "75.5 / 71.2")):
         recs = t.records[row]
-        knn = lp = "not run"
-        wall = "—"
+        knn, lp, wall = "not run", "—", "—"
         if recs:
             r = recs[0]
             wall = fmt_time(r["wall_s"])
-            e = r.get("eval", {}).get("result")
-            if e:
-                knn = " / ".join("%.2f" % v["top1"] for v in e["knn"]["results"])
-                lp = "%.2f" % e["linear_probe"]["top1"]
-            elif "eval" in r:
-                knn = "eval failed: " + r["eval"].get("error", "")
+            knn, lp = frozen_cells(r.get("eval")) if "eval" in r else (knn, lp)
             if r.get("exit_code"):
                 knn = "failed: " + r.get("error", "")
-        out.append("| %s | %s | %s | %s | %s |" % (what, knn, lp, wall, paper))
+            b = r.get("baselines", {})
+            if "init" in b:
+                baselines.append(("%s freshly initialised (no training)" % what, b["init"]))
+            if "pixels" in b and not any(w == "raw pixels" for w, _ in baselines):
+                baselines.append(("raw pixels", b["pixels"]))
+        out.append("| DINO teacher, %s | %s | %s | %s | %s |" % (what, knn, lp, wall, paper))
+    for what, ev in baselines:
+        out.append("| %s | %s | %s | — | — |" % ((what,) + frozen_cells(ev)))
     out.append("")
 
 

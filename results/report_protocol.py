@@ -6,6 +6,7 @@ import os
 import statistics
 
 import fixed
+import frozen_eval
 import sweep
 import tta
 
@@ -86,19 +87,23 @@ def sweep_gain(runs, row, epochs):
 
 
 def knn_baselines(runs, out):
-    """Under the sweep table: what each DINO point's k-NN has to beat on the same split and k (the
-    record's baselines, reproduce.knn_baselines)."""
+    """Under the sweep table: what each DINO point's features have to beat on the same split (the
+    record's baselines, results/frozen_eval.py), by 20-NN and, where measured, by linear probe."""
     for row in sweep.SWEEPS:
         if not sweep.judged_by_knn(row):
             continue
         for e, rec in sweep.status(runs, row)[2]:
             b = rec.get("baselines", {})
-            got = {f: b[f]["top1"] for f in ("init", "pixels") if "top1" in b.get(f, {})}
-            if len(got) == 2:
-                out.append("%s at %d epochs: its teacher's %d-NN top-1 %.2f against %.2f for the same architecture"
-                           " freshly initialised and %.2f for the raw pixels (same split, same k; `%s`).\n"
-                           % (row, e, sweep.KNN_K, sweep.final_top1(rec), got["init"], got["pixels"],
-                              b["init"]["command"]))
+            got = {f: frozen_eval.scores(b.get(f)) for f in frozen_eval.BASELINES}
+            if any(got[f][0] is None for f in got):
+                continue
+            probe = frozen_eval.scores(rec.get("eval"))[1]
+            probes = ("; linear probe %.2f against %.2f and %.2f" % (probe, got["init"][1], got["pixels"][1])
+                      if probe is not None and None not in (got["init"][1], got["pixels"][1]) else "")
+            out.append("%s at %d epochs: its teacher's %d-NN top-1 %.2f against %.2f for the same architecture"
+                       " freshly initialised and %.2f for the raw pixels%s (same split; `%s`).\n"
+                       % (row, e, sweep.KNN_K, sweep.final_top1(rec), got["init"][0], got["pixels"][0], probes,
+                          b["init"]["command"]))
 
 
 def sweep_section(runs, out):

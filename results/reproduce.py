@@ -48,6 +48,7 @@ import sweep  # noqa: E402  (results/sweep.py: the protocol's epoch sweeps)
 import tta  # noqa: E402  (results/tta.py: time to accuracy per DeiT attention)
 import fixed  # noqa: E402  (results/fixed.py: claims 2-5 at one fixed budget)
 import parked  # noqa: E402  (results/parked.py: cut-off runs carried between sittings)
+import frozen_eval  # noqa: E402  (results/frozen_eval.py: DINO's frozen features and their baselines)
 import runner  # noqa: E402
 from runner import (ROOT, BIN, INTERRUPTED, claimed, cpu_info, epoch_records, git_commit,  # noqa: E402,F401
                     other_trainers, run_logged, run_sitting, shell_line, spent_totals, user_command, write_json)
@@ -238,23 +239,11 @@ def run_one(row, seed, threads):
     elif kind in ("train", "torch"):
         rec["top1"] = epochs[-1]["test_top1"]
     keep_curves(row, seed, out)
-    if kind == "dino" and code == 0:  # the teacher backbone's frozen features, extracted once for both
-        eargv = [os.path.join(BIN, "sima-eval"), "--checkpoint", os.path.join(out, "model.safetensors"),
-                 "--knn", "--k", "10,20,100", "--linear-probe", "--json"]
-        if SMOKE:
-            eargv += ["--train-limit", "512", "--limit", "256", "--probe-epochs", "2"]
-        ecode, ewall, ecpu, elast = run_logged(eargv, env, out + ".eval.json")
-        rec["eval"] = {"command": user_command(eargv, threads), "wall_s": round(ewall, 1),
-                       "cpu_s": round(ecpu, 1),
-                       "exit_code": ecode}
-        if ecode == 0:
-            with open(out + ".eval.json") as f:
-                res = json.loads(f.read().strip().splitlines()[-1])
-            if os.path.isabs(res.get("checkpoint", "")):  # records name files inside the repository only
-                res["checkpoint"] = os.path.relpath(res["checkpoint"], ROOT)
-            rec["eval"]["result"] = res
-        else:
-            rec["eval"]["error"] = elast
+    if kind == "dino" and code == 0:  # the teacher's frozen features on the test set, and their baselines
+        ckpt = os.path.join(out, "model.safetensors")
+        rec["eval"] = frozen_eval.evaluate(frozen_eval.argv(BIN, ckpt, [], smoke=bool(SMOKE)), env, threads,
+                                           out + ".eval.json")
+        rec["baselines"] = frozen_eval.baselines(BIN, ckpt, [], env, threads, out + ".eval", smoke=bool(SMOKE))
     return rec
 
 
@@ -379,45 +368,24 @@ def run_sweep_point(row, epochs, threads):
 
 
 def judge_by_knn(rec, out, env, threads):
-    """A DINO sweep point's score: sima-eval's 20-NN on the teacher's frozen features, the 10 000
-    held-out training images as queries (the record's val_top1; the k-NN's CPU is added to cpu_s)."""
-    eextra = ["--train-limit", "512", "--limit", "128"] if SMOKE else []
-    eargv = sweep.knn_argv(BIN, os.path.join(out, "model.safetensors"), eextra)
-    code, wall, cpu, last = run_logged(eargv, env, out + ".knn.json")
-    rec["eval"] = {"command": user_command(eargv, threads), "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
-                   "exit_code": code}
-    rec["cpu_s"] = round(rec["cpu_s"] + cpu, 1)
-    if code != 0:
-        rec["exit_code"], rec["error"] = code, "k-NN evaluation failed: " + last
+    """A DINO sweep point's score: the 20-NN on the teacher's frozen features, the 10 000 held-out
+    training images as queries (the record's val_top1; its CPU is added to cpu_s), with the linear
+    probe from the same extraction, and beside them the random-init and pixel baselines on the same
+    split (rec["baselines"], their CPU not in cpu_s; results/frozen_eval.py)."""
+    ckpt = os.path.join(out, "model.safetensors")
+    ev = frozen_eval.evaluate(frozen_eval.argv(BIN, ckpt, frozen_eval.VALIDATION_SPLIT, smoke=bool(SMOKE)),
+                              env, threads, out + ".knn.json")
+    rec["eval"] = ev
+    rec["cpu_s"] = round(rec["cpu_s"] + ev["cpu_s"], 1)
+    if ev["exit_code"] != 0:
+        rec["exit_code"], rec["error"] = ev["exit_code"], "k-NN evaluation failed: " + ev["error"]
         return
-    with open(out + ".knn.json") as f:
-        res = json.loads(f.read().strip().splitlines()[-1])
-    if res.get("eval_split") != "validation":
+    if ev["result"].get("eval_split") != "validation":
         sys.exit("reproduce.py: the k-NN of %s did not evaluate the validation split" % out)
-    res["checkpoint"] = os.path.relpath(res.get("checkpoint", out), ROOT)
-    rec["eval"]["result"] = res
-    rec["val_top1"] = sweep.knn_top1(res)
+    rec["val_top1"] = frozen_eval.scores(ev)[0]
     rec["metric"] = "weighted %d-NN top-1 on the teacher's frozen features" % sweep.KNN_K
-    knn_baselines(rec, out, env, threads)
-
-
-def knn_baselines(rec, out, env, threads):
-    """What a DINO point's k-NN has to beat, on the same split and k: the same architecture freshly
-    initialised (sima-eval --features init, seed 0) and the raw pixels (--features pixels). Into
-    rec["baselines"][features] = {"command", "top1" (the 20-NN), "cpu_s"} (their CPU not in cpu_s)."""
-    eextra = ["--train-limit", "512", "--limit", "128"] if SMOKE else []
-    rec["baselines"] = {}
-    for feats in ("init", "pixels"):
-        eargv = sweep.knn_argv(BIN, os.path.join(out, "model.safetensors"), eextra + ["--features", feats])
-        log = out + ".knn_%s.json" % feats
-        code, _, cpu, last = run_logged(eargv, env, log)
-        b = {"command": user_command(eargv, threads), "cpu_s": round(cpu, 1), "exit_code": code}
-        if code == 0:
-            with open(log) as f:
-                b["top1"] = sweep.knn_top1(json.loads(f.read().strip().splitlines()[-1]))
-        else:
-            b["error"] = last
-        rec["baselines"][feats] = b
+    rec["baselines"] = frozen_eval.baselines(BIN, ckpt, frozen_eval.VALIDATION_SPLIT, env, threads, out + ".knn",
+                                             smoke=bool(SMOKE))
 
 
 def cmd_sweep(args):

@@ -156,14 +156,6 @@ def epoch_reaching(rec, top1):
     return next((e["epoch"] for e in rec.get("epochs", []) if e.get("val_top1", 0.0) >= top1), None)
 
 
-def knn_argv(bin_dir, checkpoint, extra=()):
-    """sima-eval's weighted k-NN on a DINO point's teacher features: the bank is the 50 000 training
-    images the point pretrained on, the queries the 10 000 held out (the same split as sima-train's)."""
-    return [os.path.join(bin_dir, "sima-eval"), "--checkpoint", checkpoint, "--knn",
-            "--k", ",".join(map(str, KNN_KS)), "--validation", str(VALIDATION),
-            "--validation-seed", str(VALIDATION_SEED), "--json"] + list(extra)
-
-
 def knn_top1(result, k=KNN_K):
     """The top-1 of sima-eval's JSON for k neighbours."""
     return next(r["top1"] for r in result["knn"]["results"] if r["k"] == k)

@@ -23,6 +23,10 @@ $py "$root/results/reproduce.py" sweep --smoke "$dir" --rows cvt_sima,dino_xcit_
 $py "$root/results/reproduce.py" report --records "$dir/records" --to "$dir/RESULTS.md"
 
 fail() { echo "smoke.sh: $*" >&2; exit 1; }
+# a DINO record's frozen-feature scores: its k-NN and linear probe, and both for init and pixels
+baselines_ok='import json, sys; r = json.load(open(sys.argv[1])); b = r["baselines"]
+assert all(b[f]["exit_code"] == 0 and b[f]["result"]["knn"] and "top1" in b[f]["result"]["linear_probe"]
+           for f in ("init", "pixels")) and "linear_probe" in r["eval"]["result"], r'
 for r in e50_deit_sima dino_xcit_sima; do
   [ -f "$dir/records/$r/s0.json" ] || fail "no record for $r"
   [ -f "$dir/records/$r/heatmap.json" ] || fail "no heatmap record for $r"
@@ -42,7 +46,10 @@ grep -q '"test_top1"' "$fx" && fail "the fixed-budget run's trainer read the tes
 grep -q '"top1"' "$fx" || fail "the fixed-budget run has no test top-1 from sima-eval"
 grep -q '"split": "validation"' "$fx" || fail "the fixed-budget run did not train on the validation split"
 [ -f "$dir/png/e50_deit_sima.png" ] || fail "the fixed-budget run's seed-0 curves were not kept"
-grep -q '"linear_probe"' "$dir/records/dino_xcit_sima/s0.json" || fail "the DINO record has no linear probe"
+$py -c "$baselines_ok" "$dir/records/dino_xcit_sima/s0.json" \
+  || fail "the DINO record lacks its linear probe or the random-init and pixel baselines on the test set"
+grep -q '^| raw pixels | [0-9.]* / [0-9.]* / [0-9.]* | [0-9.]* | — | — |' "$dir/RESULTS.md" \
+  || fail "the claim-6 table has no pixel baseline"
 grep -q '^| DeiT SimA | [0-9.]* (1 of 3 seeds) | not run |' "$dir/RESULTS.md" || fail "the report has no claim 3 row"
 grep -q '^| cvt | softmax | not run | [0-9.]* (1 of 3 seeds) |' "$dir/RESULTS.md" || fail "the report has no claim 1 row"
 for e in 1 2; do
@@ -55,10 +62,9 @@ dsweep=$dir/records/sweeps/dino_xcit_sima_e2.json
 [ -f "$dsweep" ] || fail "no DINO sweep record"
 grep -q '"eval_split": "validation"' "$dsweep" || fail "the DINO sweep's k-NN did not score the validation split"
 grep -q '"val_top1"' "$dsweep" || fail "the DINO sweep record has no 20-NN top-1"
-$py -c 'import json, sys; b = json.load(open(sys.argv[1]))["baselines"]
-assert all(b[f]["exit_code"] == 0 and "top1" in b[f] for f in ("init", "pixels")), b' "$dsweep" \
-  || fail "the DINO sweep record has no random-init and pixel k-NN baselines"
-grep -q '^dino_xcit_sima at 2 epochs: .* freshly initialised' "$dir/RESULTS.md" || fail "the report has no DINO baselines"
+$py -c "$baselines_ok" "$dsweep" || fail "the DINO sweep record lacks its linear probe or the random-init and pixel baselines"
+grep -q '^dino_xcit_sima at 2 epochs: .* freshly initialised .*; linear probe ' "$dir/RESULTS.md" \
+  || fail "the report has no DINO baselines"
 grep -q '^| dino_xcit_sima | 2 | [0-9.]* | — (20-NN at the end) |' "$dir/RESULTS.md" || fail "the report has no DINO sweep row"
 tta=$dir/records/tta_deit_sima/s0.json
 [ -f "$tta" ] || fail "no time-to-accuracy record"
