@@ -111,9 +111,10 @@ def sweep_section(runs, out):
     out.append("Final validation top-1 (%%) of each sweep point (one seed), the best epoch's, and the gain over"
                " the point with half the epochs. DINO has no classifier: its figure is the weighted %d-NN top-1 of"
                " the teacher's frozen features after the last epoch (bank: the 50 000 training images it pretrained"
-               " on; queries: the held-out ones). CPU time is user + system of the run's sittings that finished"
-               " (a sitting cut off by the end of a session is not in it; the time-to-accuracy table below"
-               " gives the CPU per epoch).\n" % sweep.KNN_K)
+               " on; queries: the held-out ones). CPU time is user + system over the run's sittings"
+               " (a sitting stopped at the end of a session counts when its launcher was stopped with SIGTERM;"
+               " one whose launcher was killed is missing; the time-to-accuracy table below gives the CPU per"
+               " epoch).\n" % sweep.KNN_K)
     out.append("The models, as `configs/paper/` holds them (every row of an architecture shares its SimA row's): %s.\n"
                % "; ".join("%s: %s" % (row, sweep.describe_model(sweep.model_of(ROOT, row))) for row in sweep.SWEEPS))
     out.append("| sweep row | epochs | val top-1 (last) | best (epoch) | gain over half | CPU | status |")
