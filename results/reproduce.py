@@ -30,7 +30,9 @@ copied that state into results/runs/parked/ and it is committed (results/parked.
 `--threads` OpenMP threads each (2 x 1 by default on a 2-core machine: these models are too small
 to use two threads well). `run` exits 3 when it skipped a row the protocol refuses (named at the
 start), and 4, timing nothing, when the speed or timing rows find another sima-train, sima-bench or
-sima-eval running.
+sima-eval running. To end a sitting, send SIGTERM to the launcher (`pkill -TERM -f reproduce.py`): its
+trainers save their state, their sittings' CPU is recorded, nothing new starts, and it exits 130;
+then `park` the cut-off runs. Killing it with SIGKILL loses the running sittings' CPU.
 """
 import argparse
 import datetime
