@@ -30,9 +30,10 @@ copied that state into results/runs/parked/ and it is committed (results/parked.
 `--threads` OpenMP threads each (2 x 1 by default on a 2-core machine: these models are too small
 to use two threads well). `run` exits 3 when it skipped a row the protocol refuses (named at the
 start), and 4, timing nothing, when the speed or timing rows find another sima-train, sima-bench or
-sima-eval running. To end a sitting, send SIGTERM to the launcher (`pkill -TERM -f reproduce.py`): its
-trainers save their state, their sittings' CPU is recorded, nothing new starts, and it exits 130;
-then `park` the cut-off runs. Killing it with SIGKILL loses the running sittings' CPU.
+sima-eval running. To end a sitting, send SIGTERM to the launcher (`pkill -TERM -f reproduce.py`) or press
+Ctrl-C: its trainers save their state, their sittings' CPU is recorded, an evaluation under way
+finishes, nothing new starts, and it exits 130; then `park` the cut-off runs. Killing it with
+SIGKILL loses the running sittings' CPU.
 """
 import argparse
 import datetime
@@ -438,9 +439,9 @@ def cmd_sweep(args):
 
 
 def stopped_by_sigterm():
-    """After a launcher's SIGTERM: its sittings are recorded and their states saved; exit 130."""
+    """After a launcher's SIGTERM or Ctrl-C: its sittings are recorded and their states saved; exit 130."""
     if runner.STOP.is_set():
-        print("reproduce.py: stopped (SIGTERM); the cut-off runs' sittings are recorded: `reproduce.py park` "
+        print("reproduce.py: stopped; the cut-off runs' sittings are recorded: `reproduce.py park` "
               "keeps them for another machine, the next `run` or `sweep` here resumes them", flush=True)
         sys.exit(INTERRUPTED)
 

@@ -53,9 +53,11 @@ def user_command(argv, threads):
     return "OMP_NUM_THREADS=%d " % threads + shell_line(argv)
 
 
-# A launcher given SIGTERM (stop_on_sigterm) passes it on to the trainers it runs: they save their train
-# state and exit 130, their sittings are recorded as usual (out.spent.json), and no new row starts. Killing
-# the launcher instead would lose the CPU of every sitting it was running.
+# A launcher given SIGTERM or Ctrl-C (stop_on_sigterm) passes SIGTERM on to the trainers it runs: they
+# save their train state and exit 130, their sittings are recorded as usual (out.spent.json), and no new
+# row starts. Killing the launcher instead would lose the CPU of every sitting it was running. Children
+# run in their own session, so a terminal's Ctrl-C reaches the launcher alone: an evaluation under way
+# finishes and its record is written.
 STOP = threading.Event()
 INTERRUPTED = 130  # sima-train's and the twin's exit after SIGTERM / Ctrl-C, their train state saved
 _trainers = {}  # pid -> Popen: the trainers running now
@@ -70,6 +72,7 @@ def stop_on_sigterm():
                 with contextlib.suppress(ProcessLookupError):
                     p.send_signal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
 
 
 def run_logged(argv, env, log_path, trainer=False):
@@ -79,7 +82,7 @@ def run_logged(argv, env, log_path, trainer=False):
     its own handler is reported as interrupted too."""
     t0 = time.monotonic()
     with open(log_path, "w") as log:
-        p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         if trainer:
             with _trainers_lock:
                 _trainers[p.pid] = p

@@ -310,14 +310,18 @@ with tempfile.TemporaryDirectory() as d:
         f.write(json.dumps({"kind": "epoch", "epoch": 100}) + "\n")
     check(parked.finished(out), "a twin run with its last epoch is finished")
 
-# A launcher stopped with SIGTERM passes it to its trainer, records the sitting's CPU (the trainer
-# saves its state and exits 130) and starts no other row; the next seed never begins.
-with tempfile.TemporaryDirectory() as d:
+# A launcher stopped with SIGTERM, or with Ctrl-C (SIGINT to its whole process group, as a terminal
+# sends it), passes SIGTERM to its trainer, records the sitting's CPU (the trainer saves its state and
+# exits 130) and starts no other row; the next seed never begins. The trainer runs in its own session:
+# the terminal's SIGINT never reaches it (the fake one notes it if it does).
+def stopped_launcher(d, stop_signal):
     fake = os.path.join(d, "bin")
     os.makedirs(fake)
     trainer = ("#!%s\nimport os, signal, sys, time\n"
                "def stop(*_):\n    open(os.environ['FAKE_MARK'] + '.term', 'w').close()\n    sys.exit(130)\n"
-               "signal.signal(signal.SIGTERM, stop)\nopen(os.environ['FAKE_MARK'], 'w').close()\n"
+               "def interrupted(*_):\n    open(os.environ['FAKE_MARK'] + '.int', 'w').close()\n"
+               "signal.signal(signal.SIGTERM, stop)\nsignal.signal(signal.SIGINT, interrupted)\n"
+               "open(os.environ['FAKE_MARK'], 'w').close()\n"
                "end = time.time() + 90\nwhile time.time() < end:\n    sum(range(10000))\n"  # burns CPU until stopped
                % sys.executable)
     for b, text in (("sima-train", trainer), ("sima-eval", "#!/bin/sh\nexit 99\n"), ("sima-bench", "#!/bin/sh\nexit 99\n")):
@@ -327,13 +331,13 @@ with tempfile.TemporaryDirectory() as d:
     mark = os.path.join(d, "started")
     launcher = subprocess.Popen([sys.executable, reproduce.__file__, "run", "--smoke", d, "--rows", "e50_deit_sima",
                                  "--jobs", "1"], env=dict(os.environ, SIMA_BIN_DIR=fake, FAKE_MARK=mark),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     for _ in range(3000):  # until the trainer runs
         if os.path.exists(mark) or launcher.poll() is not None:
             break
         time.sleep(0.01)
     time.sleep(0.5)  # some CPU to count
-    launcher.send_signal(signal.SIGTERM)
+    os.killpg(launcher.pid, stop_signal)
     try:
         said = launcher.communicate(timeout=60)[0]
     except subprocess.TimeoutExpired:
@@ -341,10 +345,18 @@ with tempfile.TemporaryDirectory() as d:
         said = launcher.communicate()[0]
     spent_path = os.path.join(d, "runs", "e50_deit_sima_s0.spent.json")
     spent = json.load(open(spent_path)) if os.path.exists(spent_path) else []
-    check(launcher.returncode == 130 and os.path.exists(mark + ".term") and "stopped (SIGTERM)" in said,
-          "launcher stop: exit %r, trainer stopped %s, said %r" % (launcher.returncode, os.path.exists(mark + ".term"), said))
-    check(len(spent) == 1 and spent[0]["cpu_s"] > 0, "the stopped sitting's CPU is recorded: %r" % spent)
-    check(not os.path.exists(os.path.join(d, "runs", "e50_deit_sima_s1.log")), "a row started after the stop")
+    name = signal.Signals(stop_signal).name
+    check(launcher.returncode == 130 and os.path.exists(mark + ".term") and "reproduce.py: stopped" in said,
+          "launcher stop by %s: exit %r, trainer stopped %s, said %r" % (name, launcher.returncode,
+                                                                       os.path.exists(mark + ".term"), said))
+    check(len(spent) == 1 and spent[0]["cpu_s"] > 0, "%s: the stopped sitting's CPU is recorded: %r" % (name, spent))
+    check(not os.path.exists(os.path.join(d, "runs", "e50_deit_sima_s1.log")), "%s: a row started after the stop" % name)
+    check(not os.path.exists(mark + ".int"), "%s: the trainer got the terminal's SIGINT" % name)
+
+
+for stop_signal in (signal.SIGTERM, signal.SIGINT):
+    with tempfile.TemporaryDirectory() as d:
+        stopped_launcher(d, stop_signal)
 
 if fails:
     print("test_protocol.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
