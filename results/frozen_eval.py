@@ -56,6 +56,4 @@ def baselines(bin_dir, checkpoint, split, env, threads, log_prefix, smoke=False)
 def scores(ev):
     """(20-NN top-1, linear probe top-1) of an evaluation; None for what it does not have."""
     res = (ev or {}).get("result") or {}
-    knn = sweep.knn_top1(res) if "knn" in res else ev.get("top1") if ev else None  # older records: "top1"
-    probe = res.get("linear_probe", {}).get("top1")
-    return knn, probe
+    return (sweep.knn_top1(res) if "knn" in res else None), res.get("linear_probe", {}).get("top1")

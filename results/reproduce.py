@@ -306,7 +306,7 @@ def cmd_run(args):
 
     def go(t):
         row, seed = t
-        if runner.STOP.is_set():  # SIGTERM: the running sittings are being recorded, nothing new starts
+        if runner.STOP.is_set():  # SIGTERM or Ctrl-C: the running sittings are being recorded, nothing new starts
             return
         with claimed(os.path.join(OUT, "%s_s%d" % t)) as mine:
             if not mine:
@@ -333,7 +333,7 @@ def cmd_run(args):
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(go, train))
-    stopped_by_sigterm()
+    exit_if_stopped()
     busy = other_trainers() if bench and not args.smoke else []  # the smoke check times nothing
     if busy:  # a timed row beside another run would time the sharing, not the row
         print("reproduce.py: not timing %s: the machine is busy (%s); run them when nothing else runs"
@@ -435,10 +435,10 @@ def cmd_sweep(args):
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(go, rows))
-    stopped_by_sigterm()
+    exit_if_stopped()
 
 
-def stopped_by_sigterm():
+def exit_if_stopped():
     """After a launcher's SIGTERM or Ctrl-C: its sittings are recorded and their states saved; exit 130."""
     if runner.STOP.is_set():
         print("reproduce.py: stopped; the cut-off runs' sittings are recorded: `reproduce.py park` "
