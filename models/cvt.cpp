@@ -4,6 +4,7 @@
 #include <climits>
 #include <string>
 
+#include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/shape_ops.h"
@@ -28,6 +29,10 @@ int64_t CvtConvEmbed::out_size(int64_t size) const {
 }
 
 Tensor CvtConvEmbed::forward(const Tensor& x) {
+  if (proj->lowp && !needs_grad(x, proj->weight, proj->bias)) {  // oneDNN writes the tokens channels last
+    Tensor y = proj->lowp->forward(x, ConvLayout::NCHW, ConvLayout::NHWC);  // (B, H', W', C)
+    return norm->forward(reshape(y, {y.size(0), y.size(1) * y.size(2), y.size(3)}));
+  }
   Tensor y = proj->forward(x);  // (B, C, H', W')
   const int64_t B = y.size(0), C = y.size(1);
   return norm->forward(permute(reshape(y, {B, C, y.size(2) * y.size(3)}), {0, 2, 1}));  // (B, H'W', C)

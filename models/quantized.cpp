@@ -6,9 +6,16 @@
 #include "core/error.h"
 #include "models/checkpoint.h"
 #include "nn/attention/sima.h"
+#include "nn/conv2d.h"
 #include "nn/linear.h"
 
 namespace sima {
+
+namespace {
+std::shared_ptr<const LowpConv2d> lowp_conv(Precision p, const Conv2d& c) {
+  return std::make_shared<const LowpConv2d>(p, c.weight, c.bias, c.stride, c.padding, c.groups);
+}
+}  // namespace
 
 std::string set_inference_precision(Module& model, Precision p, bool int8_attention) {
   check(!int8_attention || p == Precision::Int8, "int8 attention needs precision int8 (got ", precision_name(p), ")");
@@ -17,6 +24,10 @@ std::string set_inference_precision(Module& model, Precision p, bool int8_attent
       if (p == Precision::F32) lin->lowp.reset();
       else if (p == Precision::Int8 && lin->stored_int8) lin->lowp = lin->stored_int8;
       else lin->lowp = std::make_shared<const LowpLinear>(p, lin->weight, lin->bias);
+    }
+    if (auto* conv = dynamic_cast<Conv2d*>(m)) {
+      if (p == Precision::F32) conv->lowp.reset();
+      else conv->lowp = lowp_conv(p, *conv);
     }
     if (auto* sa = dynamic_cast<SimaAttention*>(m)) sa->int8_core = int8_attention;
   }
@@ -32,6 +43,7 @@ void pack_fp32_inference(Module& model) {
   set_inference_precision(model, Precision::F32);
   for (auto& [name, m] : model.named_modules())
     if (auto* lin = dynamic_cast<Linear*>(m)) lin->lowp = std::make_shared<const LowpLinear>(Precision::F32, lin->weight, lin->bias);
+    else if (auto* conv = dynamic_cast<Conv2d*>(m)) conv->lowp = lowp_conv(Precision::F32, *conv);
 }
 
 bool is_quantized_checkpoint(const std::map<std::string, std::string>& meta) {

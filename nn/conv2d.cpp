@@ -1,5 +1,6 @@
 #include "nn/conv2d.h"
 
+#include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops/conv.h"
 #include "nn/init.h"
@@ -20,6 +21,9 @@ Conv2d::Conv2d(int64_t in, int64_t out, int k, int s, int p, int g, bool has_bia
   }
 }
 
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding, groups); }
+Tensor Conv2d::forward(const Tensor& x) {
+  if (lowp && !needs_grad(x, weight, bias)) return lowp->forward(x);
+  return conv2d(x, weight, bias, stride, padding, groups);
+}
 
 }  // namespace sima

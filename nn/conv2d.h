@@ -1,5 +1,8 @@
 // nn.Conv2d (groups; depthwise when groups == in == out).
 #pragma once
+#include <memory>
+
+#include "core/ops/lowp_conv.h"
 #include "nn/module.h"
 
 namespace sima {
@@ -13,6 +16,9 @@ class Conv2d : public Module {
   int64_t in_channels, out_channels;
   int kernel_size, stride, padding, groups;
   Tensor weight, bias;  // (out, in/groups, k, k), (out) or undefined
+  // Inference through oneDNN's convolution (models/quantized.h), as Linear::lowp: when set,
+  // forward runs it whenever no gradient is asked for. It holds its own copy of the weights.
+  std::shared_ptr<const LowpConv2d> lowp;
 };
 
 }  // namespace sima

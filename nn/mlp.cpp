@@ -21,7 +21,9 @@ Tensor Mlp::forward(const Tensor& x) {
   // reduced precision (models/quantized.h) runs module by module, when no gradient is asked for
   const bool lowp = (fc1->lowp || fc2->lowp) && !needs_grad(x, fc1->weight, fc2->weight);
   if (fused && !dropping && !lowp) return fused_mlp(x, fc1->weight, fc1->bias, fc2->weight, fc2->bias, act_kind_);
-  // fc1's activation applied in the pass that finishes its low-precision product
+  // fc1's activation applied in the pass that finishes its low-precision product; with both
+  // layers reduced, the hidden layer stays in their precision between them (lowp_mlp)
+  if (fused && lowp && !dropping && fc1->lowp && fc2->lowp) return lowp_mlp(*fc1->lowp, *fc2->lowp, x, act_kind_);
   if (fused && lowp && !dropping && fc1->lowp) return fc2->forward(fc1->lowp->forward(x, act_kind_));
   return drop2->forward(fc2->forward(drop1->forward(act->forward(fc1->forward(x)))));
 }

@@ -13,11 +13,13 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <mutex>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "core/ops/activation_fns.h"
+#include "core/ops/dnnl_context.h"
 #include "core/ops/gemm.h"
 #include "core/parallel.h"
 
@@ -28,15 +30,6 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
-
-struct Dnnl {
-  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
-  dnnl::stream st{eng};
-};
-Dnnl& dnnl_ctx() {
-  static Dnnl c;
-  return c;
-}
 
 // An MLP activation as oneDNN's eltwise post-op: GELU is its gelu_erf (x·Φ(x), erf-based), QuickGELU
 // its swish with α = 1.702 (x·σ(1.702x)), ReLU its relu (slope 0).
@@ -104,6 +97,11 @@ std::vector<int32_t> row_sums(const std::vector<int8_t>& q, int64_t rows, int64_
 
 }  // namespace
 
+Dnnl& dnnl_ctx() {
+  static Dnnl c;
+  return c;
+}
+
 bool bf16_native() {
   static const bool ok = [] {
     try {
@@ -136,26 +134,30 @@ struct LowpLinear::Impl {
     dnnl::matmul prim;
     memory weights;  // packed for prim
   };
-  // per row count M and activation (-1: none; else the MlpActivation's value)
-  mutable std::map<std::pair<int64_t, int>, Plan> plans;
+  // per row count M, activation (-1: none; else the MlpActivation's value) and whether the
+  // primitive stores bf16 (an MLP's hidden layer: lowp_mlp) rather than float32
+  mutable std::map<std::tuple<int64_t, int, bool>, Plan> plans;
   mutable std::mutex mu;
 
-  const Plan& plan(int64_t M, const MlpActivation* act = nullptr) const;
+  const Plan& plan(int64_t M, const MlpActivation* act = nullptr, bool bf16_out = false) const;
   // y (M, out) = act(x Wᵀ + b); act null: none
   void forward_int8(const float* x, int64_t M, float* y, const MlpActivation* act) const;
   void forward_bf16(const float* x, int64_t M, float* y, const MlpActivation* act) const;
   void forward_f32(const float* x, int64_t M, float* y, const MlpActivation* act) const;
-  void run(const Plan& pl, const memory& a, float* y, int64_t M) const;  // the primitive: y = a Wᵀ (+ b)
+  void run(const Plan& pl, const memory& a, const memory& y) const;  // the primitive: y = act(a Wᵀ (+ b))
+  void run(const Plan& pl, const memory& a, float* y, int64_t M) const;  // the same, y float32 (M, out)
+  memory bf16_input(const float* x, int64_t M, std::unique_ptr<uint16_t[]>& xb) const;  // x rounded into xb
 };
 
-const LowpLinear::Impl::Plan& LowpLinear::Impl::plan(int64_t M, const MlpActivation* act) const {
-  const std::pair<int64_t, int> key{M, act ? static_cast<int>(*act) : -1};
+const LowpLinear::Impl::Plan& LowpLinear::Impl::plan(int64_t M, const MlpActivation* act, bool bf16_out) const {
+  const std::tuple<int64_t, int, bool> key{M, act ? static_cast<int>(*act) : -1, bf16_out};
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = plans.find(key); it != plans.end()) return it->second;
   if (plans.size() >= 8) plans.clear();  // a few row counts are normal; many are a caller's loop
   const bool i8 = p == Precision::Int8, f32 = p == Precision::F32;
   const dt w_type = i8 ? dt::s8 : f32 ? dt::f32 : dt::bf16;
-  auto pd = matmul_pd(M, in, out, i8 ? dt::u8 : w_type, w_type, i8 ? dt::s32 : dt::f32, bias_in_primitive(), act);
+  const dt y_type = i8 ? dt::s32 : bf16_out ? dt::bf16 : dt::f32;
+  auto pd = matmul_pd(M, in, out, i8 ? dt::u8 : w_type, w_type, y_type, bias_in_primitive(), act);
   Plan plan{dnnl::matmul(pd), memory()};
   for (auto& [m, other] : plans)  // the same packed layout: share the packed weights
     if (other.weights.get_desc() == pd.weights_desc()) plan.weights = other.weights;
@@ -197,23 +199,31 @@ void LowpLinear::Impl::forward_int8(const float* x, int64_t M, float* y, const M
   });
 }
 
-void LowpLinear::Impl::run(const Plan& pl, const memory& a, float* y, int64_t M) const {
+void LowpLinear::Impl::run(const Plan& pl, const memory& a, const memory& y) const {
   auto& c = dnnl_ctx();
-  memory d(memory::desc({M, out}, dt::f32, tag::ab), c.eng, y);
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, pl.weights}, {DNNL_ARG_DST, d}};
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, pl.weights}, {DNNL_ARG_DST, y}};
   if (bias_in_primitive())
     args[DNNL_ARG_BIAS] = memory(memory::desc({1, out}, dt::f32, tag::ab), c.eng, const_cast<float*>(bias.data()));
   pl.prim.execute(c.st, args);
   c.st.wait();
 }
 
+void LowpLinear::Impl::run(const Plan& pl, const memory& a, float* y, int64_t M) const {
+  run(pl, a, memory(memory::desc({M, out}, dt::f32, tag::ab), dnnl_ctx().eng, y));
+}
+
+// x (M, in) float32 rounded to bf16 bits in xb (allocated here), as a oneDNN memory over xb
+memory LowpLinear::Impl::bf16_input(const float* x, int64_t M, std::unique_ptr<uint16_t[]>& xb) const {
+  xb.reset(new uint16_t[M * in]);  // uninitialised: written in full below
+  floats_to_bf16_bits(x, xb.get(), M * in);
+  return memory(memory::desc({M, in}, dt::bf16, tag::ab), dnnl_ctx().eng, xb.get());
+}
+
 // y (M, out) = act(bf16(x) · bf16(W)ᵀ + b), float32 sums
 void LowpLinear::Impl::forward_bf16(const float* x, int64_t M, float* y, const MlpActivation* act) const {
   if (bf16_native()) {
-    std::unique_ptr<uint16_t[]> xb(new uint16_t[M * in]);  // uninitialised: written in full below
-    floats_to_bf16_bits(x, xb.get(), M * in);
-    run(plan(M, act), memory(memory::desc({M, in}, dt::bf16, tag::ab), dnnl_ctx().eng, xb.get()), y, M);
-    // the primitive added the bias and applied act
+    std::unique_ptr<uint16_t[]> xb;
+    run(plan(M, act), bf16_input(x, M, xb), y, M);  // the primitive added the bias and applied act
   } else {
     std::vector<float> xr(static_cast<size_t>(M * in));
     for (int64_t i = 0; i < M * in; ++i) xr[i] = round_to_bf16(x[i]);
@@ -299,6 +309,32 @@ Tensor LowpLinear::forward_impl(const Tensor& x, const MlpActivation* act) const
     fail("LowpLinear (", precision_name(I.p), ", ", I.in, " -> ", I.out, "): oneDNN: ", e.what());
   }
   count_gemm_flops(2 * M * I.out * I.in);
+  return y;
+}
+
+// fc2(act(fc1(x))) for an MLP (lowp_gemm.h). Native bf16: fc1's primitive stores its output in
+// bf16 (the same rounding to nearest even that fc2's input would get), and fc2 reads it as it is.
+Tensor lowp_mlp(const LowpLinear& fc1, const LowpLinear& fc2, const Tensor& x, MlpActivation act) {
+  const LowpLinear::Impl &A = *fc1.impl_, &B = *fc2.impl_;
+  const bool chain = A.p == Precision::BF16 && B.p == Precision::BF16 && bf16_native();
+  if (!chain || A.out != B.in) return fc2.forward(fc1.forward(x, act));
+  check(x.defined() && x.dim() >= 1 && x.size(-1) == A.in, "lowp_mlp: input ", x.shape(), " does not end in ",
+        A.in, " features");
+  const int64_t M = x.numel() / A.in;
+  Shape ys = x.shape();
+  ys[ys.ndim() - 1] = B.out;
+  Tensor y = empty(ys);
+  if (M == 0) return y;
+  try {
+    std::unique_ptr<uint16_t[]> xb;
+    std::unique_ptr<uint16_t[]> h(new uint16_t[M * A.out]);  // (M, hidden) bf16, written in full by fc1
+    const memory hm(memory::desc({M, A.out}, dt::bf16, tag::ab), dnnl_ctx().eng, h.get());
+    A.run(A.plan(M, &act, true), A.bf16_input(x.data(), M, xb), hm);
+    B.run(B.plan(M), hm, y.data(), M);
+  } catch (const dnnl::error& e) {
+    fail("lowp_mlp (bf16, ", A.in, " -> ", A.out, " -> ", B.out, "): oneDNN: ", e.what());
+  }
+  count_gemm_flops(2 * M * A.out * A.in + 2 * M * B.out * B.in);
   return y;
 }
 

@@ -47,8 +47,17 @@ class LowpLinear {
  private:
   Tensor forward_impl(const Tensor& x, const MlpActivation* act) const;
   struct Impl;
+  friend Tensor lowp_mlp(const LowpLinear& fc1, const LowpLinear& fc2, const Tensor& x, MlpActivation act);
   std::shared_ptr<Impl> impl_;
 };
+
+// An MLP's fc2(act(fc1(x))), x (..., fc1.in) -> (..., fc2.out). When both run bf16 natively, fc1
+// stores its hidden layer in bf16 and fc2 reads it: no float32 hidden layer and no separate rounding
+// pass over it (at the quickstart CvT's first stage that pass was a tenth of the bf16 forward:
+// docs/precision.md). The values are those of fc2.forward(fc1.forward(x, act)) up to the order of
+// the sums and hidden values below bf16's normal range (oneDNN flushes those to zero). Any other
+// precision: exactly fc2.forward(fc1.forward(x, act)).
+Tensor lowp_mlp(const LowpLinear& fc1, const LowpLinear& fc2, const Tensor& x, MlpActivation act);
 
 // Dynamic int8 batched product, for activations times activations (the SimA core):
 //   C[p] (m×n) = op(A[p]) (m×k) · op(B[p]) (k×n) for p < P, all float32 row-major,

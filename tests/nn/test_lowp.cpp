@@ -5,7 +5,8 @@
 // - a Linear with lowp set runs float32, bit for bit, whenever a gradient is asked for;
 // - bad precision names and bad stored weights are clear errors;
 // - the vectorised bf16 conversion, bf16 products against float32 on rounded operands, and an
-//   MLP's activation fused into fc1's low-precision product against the modules one by one.
+//   MLP's activation fused into fc1's low-precision product against the modules one by one;
+// - lowp_mlp (the hidden layer kept in bf16 between fc1 and fc2) against the two products.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -223,4 +224,25 @@ TEST_CASE("an Mlp at reduced precision: fc1's fused activation equals the module
       const Tensor one_by_one = mlp.forward(x);
       CHECK(max_abs_diff(fused, one_by_one) <= 1e-4f);
     }
+}
+
+TEST_CASE("lowp_mlp equals fc2 after fc1 with its fused activation, at every precision") {
+  const Tensor x = randn_leaf({3, 50, 48}, 38, false);
+  const Tensor w1 = randn_leaf({192, 48}, 39, false), b1 = randn_leaf({192}, 40, false);
+  const Tensor w2 = randn_leaf({24, 192}, 41, false), b2 = randn_leaf({24}, 42, false);
+  for (Precision p : {Precision::F32, Precision::BF16, Precision::Int8})
+    for (MlpActivation act : {MlpActivation::Gelu, MlpActivation::Relu}) {
+      const std::string precision = precision_name(p);  // CAPTURE keeps a reference: a named value
+      CAPTURE(precision);
+      CAPTURE(int(act));
+      const LowpLinear fc1(p, w1, b1), fc2(p, w2, b2);
+      const Tensor chained = lowp_mlp(fc1, fc2, x, act), two = fc2.forward(fc1.forward(x, act));
+      REQUIRE(chained.shape() == Shape({3, 50, 24}));
+      // bf16: both round fc1's float32 output to nearest even; the sums' order may differ
+      if (p == Precision::BF16) CHECK(rel_l2_error(chained, two) < 1e-6);
+      else CHECK(max_abs_diff(chained, two) == 0.f);
+    }
+  const LowpLinear a(Precision::BF16, w1, b1), b(Precision::BF16, w2, b2);
+  CHECK(error_message([&] { lowp_mlp(a, b, randn_leaf({4, 47}, 43, false), MlpActivation::Gelu); })
+            .find("does not end in 48 features") != std::string::npos);
 }
