@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops/conv.h"
 #include "core/ops/elementwise.h"
@@ -29,8 +30,25 @@ Tensor CvtConvProjection::forward(const Tensor& grid) {
   return permute(reshape(y, {B, C, y.size(2) * y.size(3)}), {0, 2, 1});  // (B, H'W', C)
 }
 
+std::shared_ptr<const LowpConv2d> CvtConvProjection::folded(Precision p) const {
+  const int64_t C = conv->out_channels, K = conv->weight.numel() / C;  // K: one channel's taps
+  Tensor w = empty(conv->weight.shape()), b = empty({C});
+  const float *pw = conv->weight.data(), *gamma = bn->weight.data(), *beta = bn->bias.data();
+  const float *mean = bn->running_mean.data(), *var = bn->running_var.data();
+  for (int64_t c = 0; c < C; ++c) {
+    const float s = gamma[c] / std::sqrt(var[c] + bn->eps);
+    for (int64_t k = 0; k < K; ++k) w.data()[c * K + k] = pw[c * K + k] * s;
+    b.data()[c] = beta[c] - mean[c] * s + (conv->bias.defined() ? conv->bias.data()[c] * s : 0.f);
+  }
+  return std::make_shared<const LowpConv2d>(p, w, b, conv->stride, conv->padding, conv->groups);
+}
+
 Tensor CvtConvProjection::forward_tokens(const Tensor& tokens, int64_t H, int64_t W) {
   const int64_t B = tokens.size(0), C = tokens.size(2);
+  if (lowp && !is_training() && !needs_grad(tokens, conv->weight, bn->weight, bn->bias)) {
+    Tensor y = lowp->forward(reshape(tokens, {B, H, W, C}), ConvLayout::NHWC, ConvLayout::NHWC);  // (B, H', W', C)
+    return reshape(y, {B, y.size(1) * y.size(2), C});
+  }
   Tensor y = conv2d_depthwise_channels_last(reshape(tokens, {B, H, W, C}), conv->weight, conv->bias, conv->stride,
                                             conv->padding);  // (B, H', W', C)
   return reshape(bn->forward_channels_last(y), {B, y.size(1) * y.size(2), C});

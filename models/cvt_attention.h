@@ -47,6 +47,12 @@ class CvtConvProjection : public Module {
   // The same on the tokens themselves, a channels-last grid: (B, H·W, C) -> (B, H'W', C),
   // without permuting to NCHW and back (what CvtAttention runs; forward() is its oracle).
   Tensor forward_tokens(const Tensor& tokens, int64_t H, int64_t W);
+  // Inference (models/quantized.h): the convolution with the BatchNorm's running statistics
+  // folded into its kernel and bias, w' = w·s and b' = β − μ·s with s = γ / √(σ² + ε), run by
+  // oneDNN on the tokens channels last. forward_tokens uses it in eval mode when no gradient is
+  // asked for; made from the weights of the moment (set it again after changing them).
+  std::shared_ptr<const LowpConv2d> lowp;
+  std::shared_ptr<const LowpConv2d> folded(Precision p) const;
   std::shared_ptr<Conv2d> conv;
   std::shared_ptr<BatchNorm2d> bn;
 };

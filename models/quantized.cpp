@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "models/checkpoint.h"
+#include "models/cvt_attention.h"
 #include "nn/attention/sima.h"
 #include "nn/conv2d.h"
 #include "nn/linear.h"
@@ -29,6 +30,7 @@ std::string set_inference_precision(Module& model, Precision p, bool int8_attent
       if (p == Precision::F32) conv->lowp.reset();
       else conv->lowp = lowp_conv(p, *conv);
     }
+    if (auto* proj = dynamic_cast<CvtConvProjection*>(m)) proj->lowp = p == Precision::F32 ? nullptr : proj->folded(p);
     if (auto* sa = dynamic_cast<SimaAttention*>(m)) sa->int8_core = int8_attention;
   }
   if (p == Precision::BF16 && !bf16_native())
@@ -44,6 +46,7 @@ void pack_fp32_inference(Module& model) {
   for (auto& [name, m] : model.named_modules())
     if (auto* lin = dynamic_cast<Linear*>(m)) lin->lowp = std::make_shared<const LowpLinear>(Precision::F32, lin->weight, lin->bias);
     else if (auto* conv = dynamic_cast<Conv2d*>(m)) conv->lowp = lowp_conv(Precision::F32, *conv);
+    else if (auto* proj = dynamic_cast<CvtConvProjection*>(m)) proj->lowp = proj->folded(Precision::F32);
 }
 
 bool is_quantized_checkpoint(const std::map<std::string, std::string>& meta) {

@@ -94,7 +94,8 @@ LowpConv2d::LowpConv2d(Precision p, const Tensor& weight, const Tensor& bias, in
   check(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), "LowpConv2d: bias ",
         bias.defined() ? bias.shape().str() : "", " does not match weight ", weight.shape());
   Impl& I = *impl_;
-  I.bf16 = p == Precision::BF16 && bf16_native();
+  // depthwise: float32 at every precision (lowp_conv.h)
+  I.bf16 = p == Precision::BF16 && bf16_native() && !(groups == weight.size(0) && weight.size(1) == 1);
   I.Cout = weight.size(0);
   I.Cin = weight.size(1) * groups;
   I.kh = weight.size(2);

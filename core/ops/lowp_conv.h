@@ -18,6 +18,9 @@ enum class ConvLayout { NCHW, NHWC };  // (B, C, H, W), or channels last (B, H, 
 //              x and W rounded to bfloat16, float32 sums and output; float32 elsewhere.
 //   F32, Int8  float32 (oneDNN's int8 convolutions would need static activation scales:
 //              docs/precision.md).
+// A depthwise convolution (groups = Cin = Cout) runs float32 at every precision: oneDNN's bf16
+// depthwise kernel was slower than its float32 one on CvT's projections (rounding the input
+// costs more than nine products per value save; docs/precision.md).
 // The primitive depends on the input's shape and the layouts, so one is made per kind of call
 // seen and kept with its packed weights, as LowpLinear does per row count.
 class LowpConv2d {

@@ -370,6 +370,34 @@ TEST_CASE("CvtConvProjection: forward_tokens (channels last) == forward (NCHW), 
   }
 }
 
+TEST_CASE("CvtConvProjection: the BatchNorm folded into oneDNN's convolution, in eval mode only") {
+  for (int64_t stride : {1, 2}) {
+    CAPTURE(stride);
+    const int64_t B = 2, C = 6, H = 5, W = 4;
+    CvtConvProjection a(C, stride);
+    randomise(a, -0.6f, 0.6f, 33);  // the kernel, γ and β
+    for (int64_t c = 0; c < C; ++c) {  // running statistics away from 0 and 1
+      a.bn->running_mean.data()[c] = 0.3f - 0.1f * float(c);
+      a.bn->running_var.data()[c] = 0.5f + 0.2f * float(c);
+    }
+    const Tensor tokens = randn_leaf({B, H * W, C}, 34, false);
+    a.eval();
+    const Tensor plain = a.forward_tokens(tokens, H, W);
+    a.lowp = a.folded(Precision::F32);
+    {
+      NoGradGuard ng;
+      const Tensor fused = a.forward_tokens(tokens, H, W);
+      REQUIRE(fused.shape() == plain.shape());
+      CHECK(rel_l2_error(fused, plain) < 1e-6);  // the fold rounds once more: float32 up to that
+      a.train();  // batch statistics: no fold, the float32 path bit for bit
+      const Tensor batch_stats = a.forward_tokens(tokens, H, W);
+      CvtConvProjection b(C, stride);
+      b.load_state_dict(a.state_dict());
+      CHECK(max_abs_diff(batch_stats, b.forward_tokens(tokens, H, W)) == 0.f);
+    }
+  }
+}
+
 TEST_CASE("SOFT core with a cls token = Pᵀ A⁻¹ P v with landmarks from the grid tokens only") {
   // avgpool bottleneck sr 2 on a 2x4 grid: m = 2 landmarks, each the mean of a 2x2 block of
   // the scaled q; A⁻¹ in closed form (Newton–Raphson with 30 iterations has converged).
