@@ -2,6 +2,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/matmul.h"
 #include "nn/init.h"
 
@@ -21,6 +22,11 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias)
 Tensor Linear::forward(const Tensor& x) {
   if (lowp && !needs_grad(x, weight, bias)) return lowp->forward(x);
   return linear(x, weight, bias);
+}
+
+Tensor Linear::forward_add(const Tensor& x, const Tensor& residual) {
+  if (lowp && !needs_grad(x, weight, bias) && !needs_grad(residual)) return lowp->forward_add(x, residual);
+  return add(residual, forward(x));
 }
 
 }  // namespace sima

@@ -13,6 +13,9 @@ class Linear : public Module {
   // want timm's trunc_normal(.02) / zero bias re-initialise (see init.h).
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) override;  // (..., in) -> (..., out)
+  // residual + forward(x): with lowp and no gradient, the residual is added as the product is
+  // stored (LowpLinear::forward_add); else add(residual, forward(x)), the same values.
+  Tensor forward_add(const Tensor& x, const Tensor& residual);
   int64_t in_features, out_features;
   Tensor weight, bias;  // bias undefined when bias = false
   // Reduced-precision inference (models/precision.h): when set, forward runs it whenever no

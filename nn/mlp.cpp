@@ -2,6 +2,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/ops/elementwise.h"
 
 namespace sima {
 
@@ -26,6 +27,13 @@ Tensor Mlp::forward(const Tensor& x) {
   if (fused && lowp && !dropping && fc1->lowp && fc2->lowp) return lowp_mlp(*fc1->lowp, *fc2->lowp, x, act_kind_);
   if (fused && lowp && !dropping && fc1->lowp) return fc2->forward(fc1->lowp->forward(x, act_kind_));
   return drop2->forward(fc2->forward(drop1->forward(act->forward(fc1->forward(x)))));
+}
+
+Tensor Mlp::forward_add(const Tensor& x, const Tensor& residual) {
+  const bool dropping = is_training() && (drop1->p > 0.f || drop2->p > 0.f);
+  const bool lowp = fc1->lowp && fc2->lowp && !needs_grad(x, fc1->weight, fc2->weight) && !needs_grad(residual);
+  if (fused && lowp && !dropping) return lowp_mlp(*fc1->lowp, *fc2->lowp, x, act_kind_, residual);
+  return add(residual, forward(x));
 }
 
 }  // namespace sima

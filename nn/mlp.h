@@ -19,6 +19,9 @@ class Mlp : public Module {
   Mlp(int64_t in_features, int64_t hidden_features, int64_t out_features = 0,
       const std::string& act = "gelu", float drop = 0.f);
   Tensor forward(const Tensor& x) override;  // (..., in) -> (..., out)
+  // residual + forward(x), the residual added by fc2 as it stores when both layers run reduced
+  // (lowp_mlp); else add(residual, forward(x)), the same values.
+  Tensor forward_add(const Tensor& x, const Tensor& residual);
   std::shared_ptr<Linear> fc1, fc2;
   std::shared_ptr<Module> act;
   std::shared_ptr<Dropout> drop1, drop2;

@@ -43,17 +43,17 @@ void append_act(dnnl::post_ops& ops, MlpActivation act) {
 
 // A matmul primitive for src (M, K) and weights (K, N) in the given types, weights packed as
 // oneDNN prefers, with a float32 bias (N) added as it stores when `bias`, then `act` when given
-// (a post-op: applied to each value as it stores, no second pass); throws dnnl::error when no
-// implementation exists on this CPU.
+// (a post-op: applied to each value as it stores, no second pass), then a float32 (M, N) tensor
+// added when `residual` (a binary post-op: the residual stream of a block, read as it stores);
+// throws dnnl::error when no implementation exists on this CPU.
 dnnl::matmul::primitive_desc matmul_pd(int64_t M, int64_t K, int64_t N, dt src, dt wei, dt dst, bool bias = false,
-                                       const MlpActivation* act = nullptr) {
+                                       const MlpActivation* act = nullptr, bool residual = false) {
   memory::desc a({M, K}, src, tag::ab), w({K, N}, wei, tag::any), c({M, N}, dst, tag::ab);
   dnnl::primitive_attr attr;
-  if (act) {
-    dnnl::post_ops ops;
-    append_act(ops, *act);
-    attr.set_post_ops(ops);
-  }
+  dnnl::post_ops ops;
+  if (act) append_act(ops, *act);
+  if (residual) ops.append_binary(dnnl::algorithm::binary_add, memory::desc({M, N}, dt::f32, tag::ab));
+  if (act || residual) attr.set_post_ops(ops);
   const dnnl::matmul::desc d = bias ? dnnl::matmul::desc(a, w, memory::desc({1, N}, dt::f32, tag::ab), c)
                                     : dnnl::matmul::desc(a, w, c);
   return dnnl::matmul::primitive_desc(d, attr, dnnl_ctx().eng);
@@ -132,33 +132,38 @@ struct LowpLinear::Impl {
   bool bias_in_primitive() const { return !bias.empty() && (p == Precision::F32 || (p == Precision::BF16 && bf16_native())); }
   struct Plan {
     dnnl::matmul prim;
-    memory weights;  // packed for prim
+    memory weights;     // packed for prim
+    int residual_post_op = -1;  // the residual's post-op index (after act's), -1: none
   };
-  // per row count M, activation (-1: none; else the MlpActivation's value) and whether the
-  // primitive stores bf16 (an MLP's hidden layer: lowp_mlp) rather than float32
-  mutable std::map<std::tuple<int64_t, int, bool>, Plan> plans;
+  // F32 and native BF16: a residual is added by the primitive too (a post-op); else in a pass after
+  bool residual_in_primitive() const { return p == Precision::F32 || (p == Precision::BF16 && bf16_native()); }
+  // per row count M, activation (-1: none; else the MlpActivation's value), whether the primitive
+  // stores bf16 (an MLP's hidden layer: lowp_mlp) rather than float32, and whether it adds a residual
+  mutable std::map<std::tuple<int64_t, int, bool, bool>, Plan> plans;
   mutable std::mutex mu;
 
-  const Plan& plan(int64_t M, const MlpActivation* act = nullptr, bool bf16_out = false) const;
-  // y (M, out) = act(x Wᵀ + b); act null: none
+  const Plan& plan(int64_t M, const MlpActivation* act = nullptr, bool bf16_out = false, bool residual = false) const;
+  // y (M, out) = act(x Wᵀ + b) (+ res, (M, out), when given: F32 and native BF16 only); act null: none
   void forward_int8(const float* x, int64_t M, float* y, const MlpActivation* act) const;
-  void forward_bf16(const float* x, int64_t M, float* y, const MlpActivation* act) const;
-  void forward_f32(const float* x, int64_t M, float* y, const MlpActivation* act) const;
-  void run(const Plan& pl, const memory& a, const memory& y) const;  // the primitive: y = act(a Wᵀ (+ b))
-  void run(const Plan& pl, const memory& a, float* y, int64_t M) const;  // the same, y float32 (M, out)
+  void forward_bf16(const float* x, int64_t M, float* y, const MlpActivation* act, const float* res = nullptr) const;
+  void forward_f32(const float* x, int64_t M, float* y, const MlpActivation* act, const float* res = nullptr) const;
+  // the primitive: y = act(a Wᵀ (+ b)) (+ res (M, out) when the plan adds one)
+  void run(const Plan& pl, const memory& a, const memory& y, const float* res = nullptr) const;
+  void run(const Plan& pl, const memory& a, float* y, int64_t M, const float* res = nullptr) const;  // y float32
   memory bf16_input(const float* x, int64_t M, std::unique_ptr<uint16_t[]>& xb) const;  // x rounded into xb
 };
 
-const LowpLinear::Impl::Plan& LowpLinear::Impl::plan(int64_t M, const MlpActivation* act, bool bf16_out) const {
-  const std::tuple<int64_t, int, bool> key{M, act ? static_cast<int>(*act) : -1, bf16_out};
+const LowpLinear::Impl::Plan& LowpLinear::Impl::plan(int64_t M, const MlpActivation* act, bool bf16_out,
+                                                    bool residual) const {
+  const std::tuple<int64_t, int, bool, bool> key{M, act ? static_cast<int>(*act) : -1, bf16_out, residual};
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = plans.find(key); it != plans.end()) return it->second;
   if (plans.size() >= 8) plans.clear();  // a few row counts are normal; many are a caller's loop
   const bool i8 = p == Precision::Int8, f32 = p == Precision::F32;
   const dt w_type = i8 ? dt::s8 : f32 ? dt::f32 : dt::bf16;
   const dt y_type = i8 ? dt::s32 : bf16_out ? dt::bf16 : dt::f32;
-  auto pd = matmul_pd(M, in, out, i8 ? dt::u8 : w_type, w_type, y_type, bias_in_primitive(), act);
-  Plan plan{dnnl::matmul(pd), memory()};
+  auto pd = matmul_pd(M, in, out, i8 ? dt::u8 : w_type, w_type, y_type, bias_in_primitive(), act, residual);
+  Plan plan{dnnl::matmul(pd), memory(), residual ? (act ? 1 : 0) : -1};
   for (auto& [m, other] : plans)  // the same packed layout: share the packed weights
     if (other.weights.get_desc() == pd.weights_desc()) plan.weights = other.weights;
   if (!plan.weights) {
@@ -199,17 +204,21 @@ void LowpLinear::Impl::forward_int8(const float* x, int64_t M, float* y, const M
   });
 }
 
-void LowpLinear::Impl::run(const Plan& pl, const memory& a, const memory& y) const {
+void LowpLinear::Impl::run(const Plan& pl, const memory& a, const memory& y, const float* res) const {
   auto& c = dnnl_ctx();
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, pl.weights}, {DNNL_ARG_DST, y}};
   if (bias_in_primitive())
     args[DNNL_ARG_BIAS] = memory(memory::desc({1, out}, dt::f32, tag::ab), c.eng, const_cast<float*>(bias.data()));
+  if (res) {  // the binary post-op, after the activation's when there is one
+    check(pl.residual_post_op >= 0, "LowpLinear: a residual for a plan that adds none");
+    args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(pl.residual_post_op) | DNNL_ARG_SRC_1] = memory(y.get_desc(), c.eng, const_cast<float*>(res));
+  }
   pl.prim.execute(c.st, args);
   c.st.wait();
 }
 
-void LowpLinear::Impl::run(const Plan& pl, const memory& a, float* y, int64_t M) const {
-  run(pl, a, memory(memory::desc({M, out}, dt::f32, tag::ab), dnnl_ctx().eng, y));
+void LowpLinear::Impl::run(const Plan& pl, const memory& a, float* y, int64_t M, const float* res) const {
+  run(pl, a, memory(memory::desc({M, out}, dt::f32, tag::ab), dnnl_ctx().eng, y), res);
 }
 
 // x (M, in) float32 rounded to bf16 bits in xb (allocated here), as a oneDNN memory over xb
@@ -220,10 +229,11 @@ memory LowpLinear::Impl::bf16_input(const float* x, int64_t M, std::unique_ptr<u
 }
 
 // y (M, out) = act(bf16(x) · bf16(W)ᵀ + b), float32 sums
-void LowpLinear::Impl::forward_bf16(const float* x, int64_t M, float* y, const MlpActivation* act) const {
+void LowpLinear::Impl::forward_bf16(const float* x, int64_t M, float* y, const MlpActivation* act,
+                                    const float* res) const {
   if (bf16_native()) {
     std::unique_ptr<uint16_t[]> xb;
-    run(plan(M, act), bf16_input(x, M, xb), y, M);  // the primitive added the bias and applied act
+    run(plan(M, act, false, res), bf16_input(x, M, xb), y, M, res);  // the primitive added the bias and applied act
   } else {
     std::vector<float> xr(static_cast<size_t>(M * in));
     for (int64_t i = 0; i < M * in; ++i) xr[i] = round_to_bf16(x[i]);
@@ -234,8 +244,10 @@ void LowpLinear::Impl::forward_bf16(const float* x, int64_t M, float* y, const M
 
 // y (M, out) = x · Wᵀ + b in float32, W packed once by oneDNN: at small M the sgemm's packing of
 // W at every call is a fifth of the product's time, which this saves (docs/performance.md §4).
-void LowpLinear::Impl::forward_f32(const float* x, int64_t M, float* y, const MlpActivation* act) const {
-  run(plan(M, act), memory(memory::desc({M, in}, dt::f32, tag::ab), dnnl_ctx().eng, const_cast<float*>(x)), y, M);
+void LowpLinear::Impl::forward_f32(const float* x, int64_t M, float* y, const MlpActivation* act,
+                                   const float* res) const {
+  run(plan(M, act, false, res), memory(memory::desc({M, in}, dt::f32, tag::ab), dnnl_ctx().eng, const_cast<float*>(x)),
+      y, M, res);
   // the primitive added the bias and applied act
 }
 
@@ -289,48 +301,68 @@ LowpLinear::LowpLinear(std::vector<int8_t> q, std::vector<float> scale, int64_t 
   I.zeros_.assign(static_cast<size_t>(out), 0.f);
 }
 
-Tensor LowpLinear::forward(const Tensor& x) const { return forward_impl(x, nullptr); }
-Tensor LowpLinear::forward(const Tensor& x, MlpActivation act) const { return forward_impl(x, &act); }
+Tensor LowpLinear::forward(const Tensor& x) const { return forward_impl(x, nullptr, nullptr); }
+Tensor LowpLinear::forward(const Tensor& x, MlpActivation act) const { return forward_impl(x, &act, nullptr); }
+Tensor LowpLinear::forward_add(const Tensor& x, const Tensor& residual) const { return forward_impl(x, nullptr, &residual); }
 
-Tensor LowpLinear::forward_impl(const Tensor& x, const MlpActivation* act) const {
-  const Impl& I = *impl_;
-  check(x.defined() && x.dim() >= 1 && x.size(-1) == I.in, "LowpLinear: input ", x.shape(), " does not end in ",
-        I.in, " features");
-  const int64_t M = x.numel() / I.in;
+namespace {
+// x (..., in) -> an uninitialised y (..., out), or an error naming what
+Tensor output_for(const Tensor& x, int64_t in, int64_t out, const char* what) {
+  check(x.defined() && x.dim() >= 1 && x.size(-1) == in, what, ": input ", x.shape(), " does not end in ", in,
+        " features");
   Shape ys = x.shape();
-  ys[ys.ndim() - 1] = I.out;
-  Tensor y = empty(ys);
+  ys[ys.ndim() - 1] = out;
+  return empty(ys);
+}
+
+// y += r, both n floats
+void add_into(float* y, const float* r, int64_t n) {
+  parallel_for(n, kGrainElementwise, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] += r[i];
+  });
+}
+}  // namespace
+
+Tensor LowpLinear::forward_impl(const Tensor& x, const MlpActivation* act, const Tensor* residual) const {
+  const Impl& I = *impl_;
+  Tensor y = output_for(x, I.in, I.out, "LowpLinear");
+  check(!residual || residual->shape() == y.shape(), "LowpLinear: residual ",
+        residual ? residual->shape().str() : "", " does not match the output ", y.shape());
+  const int64_t M = x.numel() / I.in;
   if (M == 0) return y;
+  const float* res = residual && I.residual_in_primitive() ? residual->data() : nullptr;
   try {
     if (I.p == Precision::Int8) I.forward_int8(x.data(), M, y.data(), act);
-    else if (I.p == Precision::F32) I.forward_f32(x.data(), M, y.data(), act);
-    else I.forward_bf16(x.data(), M, y.data(), act);
+    else if (I.p == Precision::F32) I.forward_f32(x.data(), M, y.data(), act, res);
+    else I.forward_bf16(x.data(), M, y.data(), act, res);
   } catch (const dnnl::error& e) {
     fail("LowpLinear (", precision_name(I.p), ", ", I.in, " -> ", I.out, "): oneDNN: ", e.what());
   }
+  if (residual && !res) add_into(y.data(), residual->data(), y.numel());
   count_gemm_flops(2 * M * I.out * I.in);
   return y;
 }
 
 // fc2(act(fc1(x))) for an MLP (lowp_gemm.h). Native bf16: fc1's primitive stores its output in
 // bf16 (the same rounding to nearest even that fc2's input would get), and fc2 reads it as it is.
-Tensor lowp_mlp(const LowpLinear& fc1, const LowpLinear& fc2, const Tensor& x, MlpActivation act) {
+Tensor lowp_mlp(const LowpLinear& fc1, const LowpLinear& fc2, const Tensor& x, MlpActivation act,
+                const Tensor& residual) {
   const LowpLinear::Impl &A = *fc1.impl_, &B = *fc2.impl_;
   const bool chain = A.p == Precision::BF16 && B.p == Precision::BF16 && bf16_native();
-  if (!chain || A.out != B.in) return fc2.forward(fc1.forward(x, act));
-  check(x.defined() && x.dim() >= 1 && x.size(-1) == A.in, "lowp_mlp: input ", x.shape(), " does not end in ",
-        A.in, " features");
+  if (!chain || A.out != B.in)
+    return residual.defined() ? fc2.forward_add(fc1.forward(x, act), residual) : fc2.forward(fc1.forward(x, act));
+  Tensor y = output_for(x, A.in, B.out, "lowp_mlp");
+  check(!residual.defined() || residual.shape() == y.shape(), "lowp_mlp: residual ",
+        residual.defined() ? residual.shape().str() : "", " does not match the output ", y.shape());
   const int64_t M = x.numel() / A.in;
-  Shape ys = x.shape();
-  ys[ys.ndim() - 1] = B.out;
-  Tensor y = empty(ys);
   if (M == 0) return y;
+  const float* res = residual.defined() ? residual.data() : nullptr;
   try {
     std::unique_ptr<uint16_t[]> xb;
     std::unique_ptr<uint16_t[]> h(new uint16_t[M * A.out]);  // (M, hidden) bf16, written in full by fc1
     const memory hm(memory::desc({M, A.out}, dt::bf16, tag::ab), dnnl_ctx().eng, h.get());
     A.run(A.plan(M, &act, true), A.bf16_input(x.data(), M, xb), hm);
-    B.run(B.plan(M), hm, y.data(), M);
+    B.run(B.plan(M, nullptr, false, res), hm, y.data(), M, res);
   } catch (const dnnl::error& e) {
     fail("lowp_mlp (bf16, ", A.in, " -> ", A.out, " -> ", B.out, "): oneDNN: ", e.what());
   }

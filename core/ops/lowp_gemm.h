@@ -38,6 +38,10 @@ class LowpLinear {
   // oneDNN's own as a post-op of the primitive (gelu_erf, swish with α = 1.702, relu), within
   // 1e-5 of ours.
   Tensor forward(const Tensor& x, MlpActivation act) const;
+  // residual + x Wᵀ + b, residual shaped as the output: a block's residual stream, added as the
+  // product is stored (oneDNN's binary post-op) at fp32 and native bf16, in a pass after at int8.
+  // The same float32 additions as forward() then add() (the bias first, then the residual).
+  Tensor forward_add(const Tensor& x, const Tensor& residual) const;
   Precision precision() const;
   int64_t in_features() const;
   int64_t out_features() const;
@@ -45,9 +49,10 @@ class LowpLinear {
   const std::vector<float>& weight_scale() const;  // (out), Int8 only
 
  private:
-  Tensor forward_impl(const Tensor& x, const MlpActivation* act) const;
+  Tensor forward_impl(const Tensor& x, const MlpActivation* act, const Tensor* residual) const;
   struct Impl;
-  friend Tensor lowp_mlp(const LowpLinear& fc1, const LowpLinear& fc2, const Tensor& x, MlpActivation act);
+  friend Tensor lowp_mlp(const LowpLinear& fc1, const LowpLinear& fc2, const Tensor& x, MlpActivation act,
+                         const Tensor& residual);
   std::shared_ptr<Impl> impl_;
 };
 
@@ -56,8 +61,10 @@ class LowpLinear {
 // pass over it (at the quickstart CvT's first stage that pass was a tenth of the bf16 forward:
 // docs/precision.md). The values are those of fc2.forward(fc1.forward(x, act)) up to the order of
 // the sums and hidden values below bf16's normal range (oneDNN flushes those to zero). Any other
-// precision: exactly fc2.forward(fc1.forward(x, act)).
-Tensor lowp_mlp(const LowpLinear& fc1, const LowpLinear& fc2, const Tensor& x, MlpActivation act);
+// precision: exactly fc2.forward(fc1.forward(x, act)). With a residual (shaped as the output),
+// residual + the MLP's output, added by fc2 as forward_add does.
+Tensor lowp_mlp(const LowpLinear& fc1, const LowpLinear& fc2, const Tensor& x, MlpActivation act,
+                const Tensor& residual = Tensor());
 
 // Dynamic int8 batched product, for activations times activations (the SimA core):
 //   C[p] (m×n) = op(A[p]) (m×k) · op(B[p]) (k×n) for p < P, all float32 row-major,

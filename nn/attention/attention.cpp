@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/ops/dropout.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/shape_ops.h"
 
 namespace sima {
@@ -41,7 +42,25 @@ void Attention::check_projections() const {
 }
 
 Tensor Attention::project(const Tensor& o) {
+  if (pending_residual_.defined() && !residual_added_ && (opt_.proj_drop == 0.f || !is_training())) {
+    residual_added_ = true;  // forward() returns this: forward_add's sum
+    return proj->forward_add(o, pending_residual_);
+  }
   return dropout(proj->forward(o), opt_.proj_drop, is_training());
+}
+
+Tensor Attention::forward_add(const Tensor& x, const Tensor& residual, int64_t H, int64_t W) {
+  struct Pending {  // cleared however forward() ends
+    Attention& a;
+    ~Pending() {
+      a.pending_residual_ = Tensor();
+      a.residual_added_ = false;
+    }
+  } pending{*this};
+  pending_residual_ = residual;
+  residual_added_ = false;
+  Tensor y = forward(x, H, W);
+  return residual_added_ ? y : add(residual, y);
 }
 
 Tensor Attention::forward(const Tensor& x, int64_t H, int64_t W) {

@@ -87,6 +87,11 @@ class Attention : public Module {
   // 0 when unknown.
   virtual Tensor forward(const Tensor& x, int64_t H, int64_t W);
   Tensor forward(const Tensor& x) override { return forward(x, 0, 0); }
+  // residual + forward(x, H, W) (a block's residual stream, shaped as x): proj adds it as its
+  // product is stored (Linear::forward_add) when project() returns forward()'s result and
+  // proj_drop is off; a variant whose forward() does not end in project() gets the plain add.
+  // The same values either way.
+  Tensor forward_add(const Tensor& x, const Tensor& residual, int64_t H, int64_t W);
 
   // The variant's fused core: q, k, v (B, h, N, d) -> (B, h, N, d).
   virtual Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) = 0;
@@ -130,6 +135,10 @@ class Attention : public Module {
 
   AttentionOptions opt_;
   int64_t exp_calls_ = 0;
+
+ private:
+  Tensor pending_residual_;      // forward_add's residual while its forward() runs
+  bool residual_added_ = false;  // project() added it
 };
 
 // Builds the variant named by opt.variant through its table row (variants.h). A clear error
