@@ -53,6 +53,10 @@ CvtBlock::CvtBlock(const AttentionOptions& opt, int64_t stride_kv, bool with_cls
 }
 
 Tensor CvtBlock::forward(const Tensor& x, int64_t H, int64_t W) {
+  if (drop_path->p == 0.f || !drop_path->is_training()) {  // the residual added by each branch's last product
+    Tensor y = attn->forward_add(norm1->forward(x), x, H, W);
+    return mlp->forward_add(norm2->forward(y), y);
+  }
   Tensor y = add(x, drop_path->forward(attn->forward(norm1->forward(x), H, W)));
   return add(y, drop_path->forward(mlp->forward(norm2->forward(y))));
 }

@@ -94,6 +94,15 @@ Tensor CvtAttention::to_heads(const Tensor& t) const {
 }
 
 Tensor CvtAttention::forward(const Tensor& x, int64_t H, int64_t W) {
+  return proj_drop->forward(proj->forward(heads_merged(x, H, W)));
+}
+
+Tensor CvtAttention::forward_add(const Tensor& x, const Tensor& residual, int64_t H, int64_t W) {
+  if (proj_drop->p == 0.f || !proj_drop->is_training()) return proj->forward_add(heads_merged(x, H, W), residual);
+  return add(residual, forward(x, H, W));
+}
+
+Tensor CvtAttention::heads_merged(const Tensor& x, int64_t H, int64_t W) {
   const int64_t T = with_cls_token ? 1 : 0;
   check(x.dim() == 3 && x.size(1) == T + H * W && x.size(2) == dim, "CvtAttention: input ", x.shape(),
         " must be (B, ", T, " + ", H, "·", W, ", ", dim, ")");
@@ -112,8 +121,7 @@ Tensor CvtAttention::forward(const Tensor& x, int64_t H, int64_t W) {
 
   const int64_t Nq = q.size(2);
   Tensor o = reshape(permute(core->core(q, k, v, H, W), {0, 2, 1, 3}), {B, Nq, dim});  // (B, Nq, C)
-  o = core->gate_heads(o, x);  // the variant's gate (relu's gate option), on the block input
-  return proj_drop->forward(proj->forward(o));
+  return core->gate_heads(o, x);  // the variant's gate (relu's gate option), on the block input
 }
 
 }  // namespace sima

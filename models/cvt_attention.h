@@ -65,6 +65,9 @@ class CvtAttention : public Module {
 
   // x (B, T + H·W, C) -> (B, T + H·W, C).
   Tensor forward(const Tensor& x, int64_t H, int64_t W);
+  // residual + forward(x, H, W), added by proj as it stores when proj_drop is off this call
+  // (Linear::forward_add); the same values.
+  Tensor forward_add(const Tensor& x, const Tensor& residual, int64_t H, int64_t W);
 
   int64_t dim, num_heads, stride_kv;  // stride_kv: the one that runs (cvt_kv_stride)
   bool with_cls_token;
@@ -73,6 +76,9 @@ class CvtAttention : public Module {
   std::shared_ptr<Attention> core;  // the variant's core, child "core"
   std::shared_ptr<Linear> proj;
   std::shared_ptr<Dropout> proj_drop;
+
+ private:
+  Tensor heads_merged(const Tensor& x, int64_t H, int64_t W);  // o (B, T + H·W, C), before proj
 
  private:
   Tensor to_heads(const Tensor& t) const;  // (B, N, C) -> (B, h, N, d)

@@ -398,6 +398,30 @@ TEST_CASE("CvtConvProjection: the BatchNorm folded into oneDNN's convolution, in
   }
 }
 
+TEST_CASE("CvtAttention::forward_add: the plain sum with a gradient, proj's post-op without") {
+  for (bool cls : {false, true}) {
+    CAPTURE(cls);
+    const int64_t B = 2, C = 8, H = 3, W = 4, T = cls ? 1 : 0;
+    AttentionOptions opt;
+    opt.variant = "sima";
+    opt.dim = C;
+    opt.num_heads = 2;
+    CvtAttention attn(opt, 2, cls);
+    randomise(attn, -0.6f, 0.6f, 35);
+    randomise_bn_stats(attn, 36);
+    attn.eval();
+    const Tensor x = randn_leaf({B, T + H * W, C}, 37), r = randn_leaf({B, T + H * W, C}, 38);
+    const Tensor plain = add(r, attn.forward(x, H, W));
+    Tensor y = attn.forward_add(x, r, H, W);
+    CHECK(max_abs_diff(y, plain) == 0.f);
+    y.backward(randn_leaf(y.shape(), 39, false));
+    CHECK(r.grad().defined());
+    attn.proj->lowp = std::make_shared<const LowpLinear>(Precision::F32, attn.proj->weight, attn.proj->bias);
+    NoGradGuard ng;
+    CHECK(rel_l2_error(attn.forward_add(x.detach(), r.detach(), H, W), plain) < 1e-6);
+  }
+}
+
 TEST_CASE("SOFT core with a cls token = Pᵀ A⁻¹ P v with landmarks from the grid tokens only") {
   // avgpool bottleneck sr 2 on a 2x4 grid: m = 2 landmarks, each the mean of a 2x2 block of
   // the scaled q; A⁻¹ in closed form (Newton–Raphson with 30 iterations has converged).
