@@ -118,11 +118,12 @@ Tensor LowpConv2d::forward(const Tensor& x, ConvLayout in, ConvLayout out) const
   const int64_t B = x.size(0), H = x.size(nhwc ? 1 : 2), W = x.size(nhwc ? 2 : 3);
   check(H + 2 * I.padding >= I.kh && W + 2 * I.padding >= I.kw, "LowpConv2d: kernel ", I.kh, "x", I.kw,
         " is bigger than the padded input ", x.shape());
+  const int64_t Ho = (H + 2 * I.padding - I.kh) / I.stride + 1, Wo = (W + 2 * I.padding - I.kw) / I.stride + 1;
+  Tensor y = empty(out == ConvLayout::NHWC ? Shape{B, Ho, Wo, I.Cout} : Shape{B, I.Cout, Ho, Wo});
+  if (B == 0) return y;  // (oneDNN makes no primitive for an empty batch)
   auto& c = dnnl_ctx();
   try {
     const Impl::Plan& p = I.plan(B, H, W, in, out);
-    Tensor y = empty(out == ConvLayout::NHWC ? Shape{B, p.Ho, p.Wo, I.Cout} : Shape{B, I.Cout, p.Ho, p.Wo});
-    if (B == 0) return y;
     const memory::desc user({B, I.Cin, H, W}, dt::f32, layout_tag(in));
     memory xm(user, c.eng, const_cast<float*>(x.data()));
     memory src = xm;

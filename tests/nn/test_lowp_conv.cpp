@@ -81,9 +81,10 @@ TEST_CASE("LowpConv2d equals conv2d at every precision, in both layouts") {
   }
 }
 
-TEST_CASE("LowpConv2d: a second batch size gets its own plan; the packed weights stay right") {
+TEST_CASE("LowpConv2d: a second batch size gets its own plan, the packed weights stay right, an empty batch is empty") {
   const Tensor w = randn_leaf({8, 4, 3, 3}, 70, false), b = randn_leaf({8}, 71, false);
   const LowpConv2d conv(Precision::F32, w, b, 1, 1, 1);
+  CHECK(conv.forward(empty({0, 4, 6, 6})).shape() == Shape({0, 8, 6, 6}));  // an empty batch
   for (int64_t B : {4, 1, 4, 3}) {
     CAPTURE(B);
     const Tensor x = randn_leaf({B, 4, 6, 6}, 72 + uint64_t(B), false);
