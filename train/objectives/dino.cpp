@@ -153,7 +153,6 @@ class DinoObjective : public Objective {
 
 int64_t DinoObjective::setup_data(Comm& comm) {
   const ExperimentConfig& c = cfg_;
-  const DinoConfig& d = c.dino;
   // Data: the training split through DINO's multi-crop, views grouped by resolution.
   spec_ = parse_data_spec(c.data.dataset);
   train_raw_ = open_dataset(spec_, true);
