@@ -129,14 +129,15 @@ struct LowpLinear::Impl {
   std::vector<float> zeros_;   // (out) zeros: the bias of a Linear without one
   // F32 and native BF16: the primitive adds the bias as it stores (none when bias is empty), and an
   // MLP's activation after it (a post-op).
-  bool bias_in_primitive() const { return !bias.empty() && (p == Precision::F32 || (p == Precision::BF16 && bf16_native())); }
+  bool primitive_stores() const { return p == Precision::F32 || (p == Precision::BF16 && bf16_native()); }
+  bool bias_in_primitive() const { return !bias.empty() && primitive_stores(); }
   struct Plan {
     dnnl::matmul prim;
     memory weights;     // packed for prim
     int residual_post_op = -1;  // the residual's post-op index (after act's), -1: none
   };
-  // F32 and native BF16: a residual is added by the primitive too (a post-op); else in a pass after
-  bool residual_in_primitive() const { return p == Precision::F32 || (p == Precision::BF16 && bf16_native()); }
+  // F32 and native BF16 (primitive_stores): a residual is added by the primitive too (a post-op);
+  // else in a pass after
   // per row count M, activation (-1: none; else the MlpActivation's value), whether the primitive
   // stores bf16 (an MLP's hidden layer: lowp_mlp) rather than float32, and whether it adds a residual
   mutable std::map<std::tuple<int64_t, int, bool, bool>, Plan> plans;
@@ -306,12 +307,15 @@ Tensor LowpLinear::forward(const Tensor& x, MlpActivation act) const { return fo
 Tensor LowpLinear::forward_add(const Tensor& x, const Tensor& residual) const { return forward_impl(x, nullptr, &residual); }
 
 namespace {
-// x (..., in) -> an uninitialised y (..., out), or an error naming what
-Tensor output_for(const Tensor& x, int64_t in, int64_t out, const char* what) {
+// x (..., in) -> an uninitialised y (..., out), or an error naming what; a residual (undefined:
+// none) must be shaped as y
+Tensor output_for(const Tensor& x, int64_t in, int64_t out, const Tensor& residual, const char* what) {
   check(x.defined() && x.dim() >= 1 && x.size(-1) == in, what, ": input ", x.shape(), " does not end in ", in,
         " features");
   Shape ys = x.shape();
   ys[ys.ndim() - 1] = out;
+  check(!residual.defined() || residual.shape() == ys, what, ": residual ",
+        residual.defined() ? residual.shape().str() : "", " does not match the output ", ys);
   return empty(ys);
 }
 
@@ -325,12 +329,10 @@ void add_into(float* y, const float* r, int64_t n) {
 
 Tensor LowpLinear::forward_impl(const Tensor& x, const MlpActivation* act, const Tensor* residual) const {
   const Impl& I = *impl_;
-  Tensor y = output_for(x, I.in, I.out, "LowpLinear");
-  check(!residual || residual->shape() == y.shape(), "LowpLinear: residual ",
-        residual ? residual->shape().str() : "", " does not match the output ", y.shape());
+  Tensor y = output_for(x, I.in, I.out, residual ? *residual : Tensor(), "LowpLinear");
   const int64_t M = x.numel() / I.in;
   if (M == 0) return y;
-  const float* res = residual && I.residual_in_primitive() ? residual->data() : nullptr;
+  const float* res = residual && I.primitive_stores() ? residual->data() : nullptr;
   try {
     if (I.p == Precision::Int8) I.forward_int8(x.data(), M, y.data(), act);
     else if (I.p == Precision::F32) I.forward_f32(x.data(), M, y.data(), act, res);
@@ -351,9 +353,7 @@ Tensor lowp_mlp(const LowpLinear& fc1, const LowpLinear& fc2, const Tensor& x, M
   const bool chain = A.p == Precision::BF16 && B.p == Precision::BF16 && bf16_native();
   if (!chain || A.out != B.in)
     return residual.defined() ? fc2.forward_add(fc1.forward(x, act), residual) : fc2.forward(fc1.forward(x, act));
-  Tensor y = output_for(x, A.in, B.out, "lowp_mlp");
-  check(!residual.defined() || residual.shape() == y.shape(), "lowp_mlp: residual ",
-        residual.defined() ? residual.shape().str() : "", " does not match the output ", y.shape());
+  Tensor y = output_for(x, A.in, B.out, residual, "lowp_mlp");
   const int64_t M = x.numel() / A.in;
   if (M == 0) return y;
   const float* res = residual.defined() ? residual.data() : nullptr;
