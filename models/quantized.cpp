@@ -31,7 +31,10 @@ std::string set_inference_precision(Module& model, Precision p, bool int8_attent
       else conv->lowp = lowp_conv(p, *conv);
     }
     if (auto* proj = dynamic_cast<CvtConvProjection*>(m)) proj->lowp = p == Precision::F32 ? nullptr : proj->folded(p);
-    if (auto* sa = dynamic_cast<SimaAttention*>(m)) sa->int8_core = int8_attention;
+    if (auto* sa = dynamic_cast<SimaAttention*>(m)) {
+      sa->int8_core = int8_attention;
+      sa->inference_core = p != Precision::F32;
+    }
   }
   if (p == Precision::BF16 && !bf16_native())
     return std::string("warning: bf16: ") +
@@ -47,6 +50,7 @@ void pack_fp32_inference(Module& model) {
     if (auto* lin = dynamic_cast<Linear*>(m)) lin->lowp = std::make_shared<const LowpLinear>(Precision::F32, lin->weight, lin->bias);
     else if (auto* conv = dynamic_cast<Conv2d*>(m)) conv->lowp = lowp_conv(Precision::F32, *conv);
     else if (auto* proj = dynamic_cast<CvtConvProjection*>(m)) proj->lowp = proj->folded(Precision::F32);
+    else if (auto* sa = dynamic_cast<SimaAttention*>(m)) sa->inference_core = true;
 }
 
 bool is_quantized_checkpoint(const std::map<std::string, std::string>& meta) {

@@ -1,7 +1,8 @@
 // Reduced-precision inference of a whole model, and int8 checkpoints (docs/precision.md).
 //
 // set_inference_precision gives every nn Linear of the model a LowpLinear (int8 or bf16) and,
-// at int8 when asked, switches SimA attention cores to their int8 path; patch embeddings, CvT's
+// at int8 when asked, switches SimA attention cores to their int8 path (otherwise to their
+// float32 inference path, nn/attention/sima_inference.cpp); patch embeddings, CvT's
 // depthwise-conv projections, XCiT's LPI convolutions, norms and activations stay float32.
 // Training is untouched: a low-precision path runs only when no gradient is asked for.
 //
@@ -24,15 +25,16 @@ namespace sima {
 
 constexpr const char* kQuantizationInt8 = "int8_per_channel_symmetric";
 
-// Applies `p` to `model` (F32 removes every low-precision path: the float32 forward, bit for
-// bit). At Int8, a Linear loaded from a quantized checkpoint runs its stored integers; the others
+// Applies `p` to `model` (F32 removes every low-precision path and SimA's inference cores: the
+// float32 forward, bit for bit). At Int8, a Linear loaded from a quantized checkpoint runs its stored integers; the others
 // quantize their weights now. Returns a one-line note for the user when
 // the precision runs emulated on this CPU (bf16 without AVX-512), else "".
 // int8_attention (with Int8 only): SimA's attention core in int8 too (nn/attention/sima_int8.cpp);
 // off by default: at DeiT-Tiny sizes it is slower than the float32 core on AVX2 (docs/precision.md).
 std::string set_inference_precision(Module& model, Precision p, bool int8_attention = false);
 
-// Float32 inference with every Linear's weight packed once for oneDNN's GEMM (LowpLinear F32):
+// Float32 inference with every Linear's weight packed once for oneDNN's GEMM (LowpLinear F32)
+// and SimA's inference cores (one scale per channel instead of q̂ and k̂ written out):
 // the same float32 numerics up to the order of the sums, and no re-packing of the weights at
 // every call, which is most of what a small batch spends beyond the products
 // (docs/performance.md §4). The packed weights are copies: after changing the model's weights,

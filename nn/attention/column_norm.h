@@ -52,31 +52,37 @@ inline void column_scale(const float* x, const float* norm, float* y, int64_t N,
 constexpr int64_t kColumnBlock = 64;
 constexpr int64_t kRowBlock = 8;  // rows summed in float before the double accumulator
 
-// x: N×d with row stride ldx (d when 0: a dense slice; 3C when read in place from a qkv output),
-// y: N×d dense; norm: d, receives n_c (before the clamp; untouched for None). y may not alias x.
+// n_c for every column c of x (N×d, row stride ldx; d when 0: a dense slice, 3C when read in
+// place from a qkv output) into norm (d), before the clamp; norm is untouched for None.
+inline void column_norms(const float* x, float* norm, int64_t N, int64_t d, ColumnNorm p, int64_t ldx = 0) {
+  if (ldx == 0) ldx = d;
+  if (p == ColumnNorm::None) return;
+  for (int64_t c0 = 0; c0 < d; c0 += kColumnBlock) {
+    const int64_t w = std::min(kColumnBlock, d - c0);
+    double acc[kColumnBlock] = {};
+    // Column sums, a row at a time so the inner loop runs along memory (and vectorises):
+    // float partial sums over kRowBlock rows at full SIMD width, each added into double.
+    for (int64_t i0 = 0; i0 < N; i0 += kRowBlock) {
+      float part[kColumnBlock] = {};
+      for (int64_t i = i0; i < std::min(N, i0 + kRowBlock); ++i) {
+        const float* xi = x + i * ldx + c0;
+        if (p == ColumnNorm::L1)
+          for (int64_t c = 0; c < w; ++c) part[c] += std::fabs(xi[c]);
+        else
+          for (int64_t c = 0; c < w; ++c) part[c] += xi[c] * xi[c];
+      }
+      for (int64_t c = 0; c < w; ++c) acc[c] += part[c];
+    }
+    for (int64_t c = 0; c < w; ++c)
+      norm[c0 + c] = static_cast<float>(p == ColumnNorm::L2 ? std::sqrt(acc[c]) : acc[c]);
+  }
+}
+
+// y = x / max(n, eps) column-wise: x N×d with row stride ldx (d when 0), y N×d dense; norm (d)
+// receives n_c (before the clamp; untouched for None). y may not alias x.
 inline void column_normalize(const float* x, float* y, float* norm, int64_t N, int64_t d,
                              ColumnNorm p, float eps, int64_t ldx = 0) {
-  if (ldx == 0) ldx = d;
-  if (p != ColumnNorm::None)
-    for (int64_t c0 = 0; c0 < d; c0 += kColumnBlock) {
-      const int64_t w = std::min(kColumnBlock, d - c0);
-      double acc[kColumnBlock] = {};
-      // Column sums, a row at a time so the inner loop runs along memory (and vectorises):
-      // float partial sums over kRowBlock rows at full SIMD width, each added into double.
-      for (int64_t i0 = 0; i0 < N; i0 += kRowBlock) {
-        float part[kColumnBlock] = {};
-        for (int64_t i = i0; i < std::min(N, i0 + kRowBlock); ++i) {
-          const float* xi = x + i * ldx + c0;
-          if (p == ColumnNorm::L1)
-            for (int64_t c = 0; c < w; ++c) part[c] += std::fabs(xi[c]);
-          else
-            for (int64_t c = 0; c < w; ++c) part[c] += xi[c] * xi[c];
-        }
-        for (int64_t c = 0; c < w; ++c) acc[c] += part[c];
-      }
-      for (int64_t c = 0; c < w; ++c)
-        norm[c0 + c] = static_cast<float>(p == ColumnNorm::L2 ? std::sqrt(acc[c]) : acc[c]);
-    }
+  column_norms(x, norm, N, d, p, ldx);
   column_scale(x, norm, y, N, d, p, eps, ldx);
 }
 

@@ -155,12 +155,17 @@ SimaAttention::SimaAttention(const AttentionOptions& opt)
 Tensor SimaAttention::packed_core(const Tensor& qkv_out) {
   if (qk_hook || (int8_core && !needs_grad(qkv_out))) return Tensor();
   last_order_ = resolve_sima_order(order_, qkv_out.size(1), head_dim());
+  if (inference_core && !needs_grad(qkv_out))
+    return sima_attention_packed_inference(qkv_out, opt_.num_heads, norm_, last_order_, opt_.eps);
   return sima_attention_packed(qkv_out, opt_.num_heads, norm_, last_order_, opt_.eps);
 }
 
 Tensor SimaAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t, int64_t) {
   last_order_ = resolve_sima_order(order_, q.size(2), q.size(3));
-  if (int8_core && !qk_hook && !needs_grad(q, k, v)) return sima_attention_int8(q, k, v, norm_, last_order_, opt_.eps);
+  if (!qk_hook && !needs_grad(q, k, v)) {
+    if (int8_core) return sima_attention_int8(q, k, v, norm_, last_order_, opt_.eps);
+    if (inference_core) return sima_attention_inference(q, k, v, norm_, last_order_, opt_.eps);
+  }
   Tensor q_hat, k_hat;
   Tensor out = sima_attention(q, k, v, norm_, last_order_, opt_.eps, qk_hook ? &q_hat : nullptr,
                               qk_hook ? &k_hat : nullptr);

@@ -42,6 +42,13 @@ Tensor sima_attention_int8(const Tensor& q, const Tensor& k, const Tensor& v, Si
 // hand-derived backward that writes dq, dk, dv in place into one (B, N, 3C) gradient.
 Tensor sima_attention_packed(const Tensor& qkv, int64_t heads, SimaNorm norm, SimaOrder order, float eps);
 
+// The same cores for inference (sima_inference.cpp): one scale per channel applied to k or to
+// kᵀv instead of q̂ and k̂ written out; equal to the cores above to float rounding. No gradient:
+// they record no graph and refuse inputs that need one.
+Tensor sima_attention_inference(const Tensor& q, const Tensor& k, const Tensor& v, SimaNorm norm, SimaOrder order,
+                                float eps);
+Tensor sima_attention_packed_inference(const Tensor& qkv, int64_t heads, SimaNorm norm, SimaOrder order, float eps);
+
 // Options used: dim, num_heads, qkv_bias, proj_drop, norm, order, eps (attn_drop is unused,
 // as in the official code).
 class SimaAttention : public Attention {
@@ -57,6 +64,10 @@ class SimaAttention : public Attention {
   // Run the core at int8 (sima_attention_int8) whenever no gradient and no qk_hook is asked
   // for; set by set_inference_precision (models/precision.h).
   bool int8_core = false;
+  // Without a gradient or a qk_hook, run the inference cores (sima_attention_*_inference) when
+  // int8_core is off; set by set_inference_precision and pack_fp32_inference. Off in training
+  // and in the training loop's evaluations, which keep the training core's float32 results.
+  bool inference_core = false;
 
  private:
   SimaNorm norm_;

@@ -7,6 +7,7 @@
 //   are refused naming the tensor; a distillation teacher that is quantized is refused.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <set>
 
@@ -16,6 +17,7 @@
 #include "models/checkpoint.h"
 #include "models/quantized.h"
 #include "models/registry.h"
+#include "nn/attention/sima.h"
 #include "testing.h"
 #include "train/objectives/distill.h"
 
@@ -88,6 +90,34 @@ TEST_CASE("every precision on tiny DeiT / XCiT / CvT, SimA and softmax: logits a
     CHECK(e16 < 0.02);
     CHECK(e32p < 1e-5);
     CHECK(bit_equal(logits(*m, x), y32));  // fp32 again: unchanged
+  }
+}
+
+TEST_CASE("the inference set-ups switch every SimA core to its inference path, and F32 switches it back") {
+  for (const nlohmann::json& j : tiny_models()) {
+    if (j["name"].get<std::string>().find("_sima") == std::string::npos) continue;
+    CAPTURE(j.dump());
+    auto m = spread_model(j);
+    // (SimA cores, of them with the inference core on, of them with the int8 core on)
+    auto count = [&] {
+      std::array<int, 3> n{};
+      for (auto& [name, mod] : m->named_modules())
+        if (auto* sa = dynamic_cast<SimaAttention*>(mod)) n = {n[0] + 1, n[1] + sa->inference_core, n[2] + sa->int8_core};
+      return n;
+    };
+    const int cores = count()[0];
+    REQUIRE(cores > 0);
+    CHECK(count() == std::array<int, 3>{cores, 0, 0});
+    set_inference_precision(*m, Precision::BF16);
+    CHECK(count() == std::array<int, 3>{cores, cores, 0});
+    set_inference_precision(*m, Precision::Int8, /*int8_attention=*/true);  // the int8 core takes precedence
+    CHECK(count() == std::array<int, 3>{cores, cores, cores});
+    set_inference_precision(*m, Precision::F32);
+    CHECK(count() == std::array<int, 3>{cores, 0, 0});
+    pack_fp32_inference(*m);
+    CHECK(count() == std::array<int, 3>{cores, cores, 0});
+    set_inference_precision(*m, Precision::F32);
+    CHECK(count() == std::array<int, 3>{cores, 0, 0});
   }
 }
 
