@@ -43,11 +43,7 @@ SimaOrder resolve_sima_order(SimaOrder order, int64_t N, int64_t d) {
 // (B, h, d, d). q̂, k̂ and, for qk_first, the N×Nk matrix A are recomputed, not saved.
 Tensor sima_attention(const Tensor& q, const Tensor& k, const Tensor& v, SimaNorm norm,
                       SimaOrder order, float eps, Tensor* q_hat, Tensor* k_hat) {
-  check(q.dim() == 4 && k.dim() == 4 && v.shape() == k.shape() && k.size(0) == q.size(0) &&
-            k.size(1) == q.size(1) && k.size(3) == q.size(3),
-        "sima_attention: q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(),
-        " must be (B, h, N, d), (B, h, N_kv, d), (B, h, N_kv, d)");
-  check(eps > 0.f && std::isfinite(eps), "sima_attention: eps must be positive and finite, got ", eps);
+  check_sima_inputs("sima_attention", q, k, v, eps);
   const int64_t B = q.size(0), h = q.size(1), N = q.size(2), Nk = k.size(2), d = q.size(3);
   const ColumnNorm cn = column_norm(norm);
   const bool qk_first = resolve_sima_order(order, N, d) == SimaOrder::QkFirst;

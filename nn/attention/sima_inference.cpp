@@ -80,9 +80,7 @@ void check_no_grad(const char* who, bool grad) {
 }  // namespace
 
 Tensor sima_attention_packed_inference(const Tensor& qkv, int64_t heads, SimaNorm norm, SimaOrder order, float eps) {
-  check(qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0, "sima_attention_packed_inference: qkv ",
-        qkv.shape(), " must be (B, N, 3C) with C divisible by ", heads, " heads");
-  check(eps > 0.f && std::isfinite(eps), "sima_attention_packed_inference: eps must be positive and finite, got ", eps);
+  check_sima_packed_inputs("sima_attention_packed_inference", qkv, heads, eps);
   check_no_grad("sima_attention_packed_inference", needs_grad(qkv));
   const int64_t B = qkv.size(0), N = qkv.size(1), C = qkv.size(2) / 3, d = C / heads, ld = 3 * C;
   const PairLayout L{N, N, d, ld, ld, ld, C, column_norm(norm), eps,
@@ -103,11 +101,7 @@ Tensor sima_attention_packed_inference(const Tensor& qkv, int64_t heads, SimaNor
 
 Tensor sima_attention_inference(const Tensor& q, const Tensor& k, const Tensor& v, SimaNorm norm, SimaOrder order,
                                 float eps) {
-  check(q.dim() == 4 && k.dim() == 4 && v.shape() == k.shape() && q.size(0) == k.size(0) &&
-            q.size(1) == k.size(1) && q.size(3) == k.size(3),
-        "sima_attention_inference: q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(),
-        " must be (B, h, N, d), (B, h, N_kv, d), (B, h, N_kv, d)");
-  check(eps > 0.f && std::isfinite(eps), "sima_attention_inference: eps must be positive and finite, got ", eps);
+  check_sima_inputs("sima_attention_inference", q, k, v, eps);
   check_no_grad("sima_attention_inference", needs_grad(q, k, v));
   const int64_t pairs = q.size(0) * q.size(1), N = q.size(2), Nkv = k.size(2), d = q.size(3);
   const PairLayout L{N, Nkv, d, d, d, d, d, column_norm(norm), eps,

@@ -21,11 +21,7 @@ namespace sima {
 // q (B, h, N, d), k, v (B, h, Nk, d) -> (B, h, N, d); no graph is recorded.
 Tensor sima_attention_int8(const Tensor& q, const Tensor& k, const Tensor& v, SimaNorm norm, SimaOrder order,
                            float eps) {
-  check(q.dim() == 4 && k.dim() == 4 && v.shape() == k.shape() && k.size(0) == q.size(0) &&
-            k.size(1) == q.size(1) && k.size(3) == q.size(3),
-        "sima_attention_int8: q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(),
-        " must be (B, h, N, d), (B, h, N_kv, d), (B, h, N_kv, d)");
-  check(eps > 0.f && std::isfinite(eps), "sima_attention_int8: eps must be positive and finite, got ", eps);
+  check_sima_inputs("sima_attention_int8", q, k, v, eps);
   const int64_t B = q.size(0), h = q.size(1), N = q.size(2), Nk = k.size(2), d = q.size(3), P = B * h;
   const ColumnNorm cn = column_norm(norm);
   Tensor qh = empty(q.shape()), kh = empty(k.shape()), norms = empty({P, 2 * d}), out = empty(q.shape());

@@ -82,9 +82,7 @@ Tensor packed_backward(const Packed& L, const Tensor& qkv, const Tensor& norms, 
 }  // namespace
 
 Tensor sima_attention_packed(const Tensor& qkv, int64_t heads, SimaNorm norm, SimaOrder order, float eps) {
-  check(qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0,
-        "sima_attention_packed: qkv ", qkv.shape(), " must be (B, N, 3C) with C divisible by ", heads, " heads");
-  check(eps > 0.f && std::isfinite(eps), "sima_attention_packed: eps must be positive and finite, got ", eps);
+  check_sima_packed_inputs("sima_attention_packed", qkv, heads, eps);
   Packed L{qkv.size(0), qkv.size(1), qkv.size(2) / 3, heads, qkv.size(2) / 3 / heads, qkv.size(2),
            column_norm(norm), eps, false};
   L.qk_first = resolve_sima_order(order, L.N, L.d) == SimaOrder::QkFirst;
