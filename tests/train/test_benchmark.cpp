@@ -4,6 +4,9 @@
 // so the app never rots.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "app_testing.h"
 #include "core/flops.h"
 #include "core/ops.h"
@@ -135,6 +138,21 @@ TEST_CASE("bench: the paper's presets") {
   CHECK(dims[0].dim == 8 * 16);
   CHECK(dims[4].dim == 8 * 256);
   for (auto& c : dims) CHECK((c.tokens == 197 && c.heads == 8));
+}
+
+TEST_CASE("bench: best_ms takes the fastest run, median_ms the middle one; the SGEMM peak uses the fastest") {
+  // Three slow runs (30 ms asleep) then two that return at once: the median is a slow one.
+  int call = 0;
+  auto f = [&] {
+    if (call++ % 5 < 3) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  };
+  CHECK(median_ms(f, {.warmup = 0, .reps = 5}) >= 30.0);
+  call = 0;
+  CHECK(best_ms(f, {.warmup = 0, .reps = 5}) < 30.0);
+  CHECK_THROWS_AS(best_ms(f, {.warmup = 0, .reps = 0}), Error);
+  CHECK(measure_sgemm_peak(64, {.warmup = 0, .reps = 3}) > 0);
+  CHECK_THROWS_AS(measure_sgemm_peak(64, {.warmup = 0, .reps = 0}), Error);
+  CHECK_THROWS_AS(measure_sgemm_peak(32), Error);
 }
 
 TEST_CASE("bench: a model bench reports consistent rates") {

@@ -20,6 +20,8 @@ struct TimingOptions {
 };
 // Median wall time of f in milliseconds.
 double median_ms(const std::function<void()>& f, const TimingOptions& timing = {});
+// Shortest wall time of f in milliseconds (for a peak: the best case, not the typical one).
+double best_ms(const std::function<void()>& f, const TimingOptions& timing = {});
 
 // ---- one attention block ------------------------------------------------------------
 struct AttentionBenchConfig {
@@ -93,9 +95,11 @@ struct ModelBenchResult {
 ModelBenchResult bench_model(const ModelBenchConfig& cfg);
 nlohmann::json to_json(const ModelBenchResult& r);
 
-// GFLOP/s of gemm() (the library in use, core/ops/gemm.h) on n×n×n at the current thread count
-// (median of a few runs).
-double measure_sgemm_peak(int64_t n = 1024, const TimingOptions& timing = {.warmup = 1, .reps = 5});
+// GFLOP/s of gemm() (the library in use, core/ops/gemm.h) on n×n×n at the current thread count:
+// the best of timing.reps runs after timing.warmup. A peak is a best case; the first runs in a
+// process are up to a quarter slower, and a median of 5 after one warm-up still caught them
+// (fractions of the peak above 1 in a record: docs/performance.md §4).
+double measure_sgemm_peak(int64_t n = 1024, const TimingOptions& timing = {.warmup = 3, .reps = 9});
 // Peak resident memory of this process in MiB.
 double peak_rss_mb();
 
