@@ -26,9 +26,9 @@ namespace sima {
 constexpr const char* kQuantizationInt8 = "int8_per_channel_symmetric";
 
 // Applies `p` to `model` (F32 removes every low-precision path and SimA's inference cores: the
-// float32 forward, bit for bit). At Int8, a Linear loaded from a quantized checkpoint runs its stored integers; the others
-// quantize their weights now. Returns a one-line note for the user when
-// the precision runs emulated on this CPU (bf16 without AVX-512), else "".
+// float32 forward, bit for bit). At Int8, a Linear loaded from a quantized checkpoint runs its
+// stored integers; the others quantize their weights now. Returns a one-line note for the user
+// when the precision runs emulated on this CPU (bf16 without AVX-512), else "".
 // int8_attention (with Int8 only): SimA's attention core in int8 too (nn/attention/sima_int8.cpp);
 // off by default: at DeiT-Tiny sizes it is slower than the float32 core on AVX2 (docs/precision.md).
 std::string set_inference_precision(Module& model, Precision p, bool int8_attention = false);

@@ -62,7 +62,7 @@ class SimaAttention : public Attention {
   // The product order the last core() call ran (QkFirst or KvFirst; Auto before any call).
   SimaOrder last_order() const { return last_order_; }
   // Run the core at int8 (sima_attention_int8) whenever no gradient and no qk_hook is asked
-  // for; set by set_inference_precision (models/precision.h).
+  // for; set by set_inference_precision (models/quantized.h).
   bool int8_core = false;
   // Without a gradient or a qk_hook, run the inference cores (sima_attention_*_inference) when
   // int8_core is off; set by set_inference_precision and pack_fp32_inference. Off in training
