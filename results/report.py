@@ -110,8 +110,29 @@ def commands(t, out):
     out.append("")
 
 
-def heatmap_section(heatmaps, out):
-    """The panels of reproduce.py heatmaps, with how much of each map lies on the object."""
+def seed0(t, row):
+    """A row's seed-0 record, if the table has the row and the record."""
+    return next((r for r in t.records.get(row, []) if r.get("seed") == 0), None)
+
+
+def heatmap_source(h, rec):
+    """Which checkpoint a heatmap record was drawn from: seed 0's finished run when the record names
+    that run (reproduce.py heatmaps stores it), else an earlier one (a checkpoint the row's path held
+    before its final run, such as a 5-epoch run from before the protocol)."""
+    tr = h.get("trained")
+    if tr and rec and tr.get("date") == rec.get("date") and rec.get("exit_code") == 0:
+        what = ["%d epoch%s" % (tr["epochs"], "s" * (tr["epochs"] != 1))] if tr.get("epochs") else []
+        what += ["test top-1 %.2f" % tr["top1"]] if tr.get("top1") is not None else []
+        return "seed 0's final run" + (" (%s)" % ", ".join(what) if what else "")
+    why = ("which is not recorded yet" if not rec else "which was recorded after they were drawn" if tr else
+           "which they do not name (drawn before heatmap records named their run)")
+    return ("an earlier checkpoint, not seed 0's final run, %s; `reproduce.py heatmaps --rows %s` redraws"
+            " them from that run" % (why, h["row"]))
+
+
+def heatmap_section(t, heatmaps, out):
+    """The panels of reproduce.py heatmaps, with how much of each map lies on the object and the
+    checkpoint they were drawn from."""
     out.append("## Saliency maps (the paper's Figure 3)\n")
     done = [(row, h) for row, h in heatmaps if h]
     if not done:
@@ -124,9 +145,9 @@ def heatmap_section(heatmaps, out):
                " a flat map would match.\n")
     for row, h in done:
         r = h["result"]
-        out.append("**%s** (layer %d of %d, drawn %s at commit %s: `%s`)\n" % (
-            row, r["images"][0]["layer"] + 1, r["images"][0]["layer_count"], h.get("date", "?"), h.get("commit", "?"),
-            h["command"]))
+        out.append("**%s**, from %s. Layer %d of %d, drawn %s at commit %s: `%s`\n" % (
+            row, heatmap_source(h, seed0(t, row)), r["images"][0]["layer"] + 1, r["images"][0]["layer_count"],
+            h.get("date", "?"), h.get("commit", "?"), h["command"]))
         maps = [m for m in ("q", "k", "cls") if m in r["images"][0]["maps"]]
         out.append("| image | predicted | object | %s | panel |" % " | ".join(MAP_LABELS[m] + " on object" for m in maps))
         out.append("|---|---|---|%s---|" % ("---|" * len(maps)))
@@ -345,7 +366,7 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
         if os.path.exists(png) and t.records[row]:  # a curve drawn by a run the tables read
             out.append("**%s** (`configs/paper/%s.json`)\n\n![%s](results/%s.png)\n" % (row, fixed.base_row(row), row, row))
 
-    heatmap_section(heatmaps, out)
+    heatmap_section(t, heatmaps, out)
 
     disc = os.path.join(root, "results", "discussion.md")
     if os.path.exists(disc):

@@ -5,7 +5,7 @@ docs/RESULTS.md from what the runs recorded, under the protocol at the top of th
     python3 results/reproduce.py list                 # rows, seeds, which runs are recorded
     python3 results/reproduce.py sweep [--rows A,B] [--jobs 2]   # epoch sweeps, validation split
     python3 results/reproduce.py run [--rows A,B] [--seeds 0,1] [--jobs 2] [--threads 1]
-    python3 results/reproduce.py heatmaps             # saliency panels from the seed-0 checkpoints
+    python3 results/reproduce.py heatmaps             # saliency panels from seed 0's finished runs
     python3 results/reproduce.py park [NAME ...]      # cut-off runs' train states into results/runs/parked/
     python3 results/reproduce.py report               # docs/RESULTS.md from results/runs/
 
@@ -466,8 +466,15 @@ def cmd_heatmaps(args):
         if row not in ROW or ROW[row][2] in ("bench", "tta"):
             sys.exit("reproduce.py: '%s' is not a training row" % row)
         ckpt = os.path.join(OUT, "%s_s0" % row, "model.safetensors")
+        trained = load_record(row, 0)
+        if not trained or trained.get("exit_code") != 0:
+            # a run still training (or parked, or failed) leaves a checkpoint that is not its final one
+            print("  %s: seed 0 has no finished record yet, so %s is not its final checkpoint: skipped"
+                  % (row, os.path.relpath(ckpt, ROOT)))
+            continue
         if not os.path.exists(ckpt):
-            print("  %s: no checkpoint %s (train it with run first): skipped" % (row, os.path.relpath(ckpt, ROOT)))
+            print("  %s: no checkpoint %s (its record was made elsewhere: run it here first): skipped"
+                  % (row, os.path.relpath(ckpt, ROOT)))
             continue
         with open(config_path(row)) as f:
             attention = json.load(f)["model"].get("attention", {}).get("type", "softmax")
@@ -489,7 +496,9 @@ def cmd_heatmaps(args):
             im["path"] = os.path.relpath(os.path.join(ROOT, im["path"]), ROOT)
         result["checkpoint"] = os.path.relpath(ckpt, ROOT)
         rec = {"row": row, "command": shell_line(argv), "commit": git_commit(), "attention": attention,
-               "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "result": result}
+               "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "result": result,
+               "trained": dict({k: trained.get(k) for k in ("seed", "date", "commit", "top1")},
+                              epochs=len(trained.get("epochs") or []))}
         write_json(heatmap_record_path(row), rec)
         print("  %s: %d panels in %s" % (row, len(result["images"]), os.path.relpath(out, ROOT)))
 

@@ -19,6 +19,9 @@ rows=e50_deit_sima,dino_xcit_sima
 $py "$root/results/reproduce.py" run --smoke "$dir" --rows cvt_sima,$rows --seeds 0 --jobs 1
 $py "$root/results/reproduce.py" run --smoke "$dir" --rows tta_deit_sima --jobs 1
 $py "$root/results/reproduce.py" heatmaps --smoke "$dir" --rows $rows
+# a row whose seed 0 has no finished record: its checkpoint (if any) is not the final one
+mkdir -p "$dir/runs/xcit_sima_s0" && cp "$dir/runs/e50_deit_sima_s0/model.safetensors" "$dir/runs/xcit_sima_s0/"
+$py "$root/results/reproduce.py" heatmaps --smoke "$dir" --rows xcit_sima | tee "$dir/heat_skip.txt"
 $py "$root/results/reproduce.py" sweep --smoke "$dir" --rows cvt_sima,dino_xcit_sima --jobs 1
 $py "$root/results/reproduce.py" report --records "$dir/records" --to "$dir/RESULTS.md"
 
@@ -72,7 +75,10 @@ grep -q '"val_top1"' "$tta" || fail "the time-to-accuracy record has no validati
 grep -q '"test_top1"' "$tta" && fail "the time-to-accuracy run read the test set"
 grep -q '"threads": 2' "$tta" || fail "the time-to-accuracy run did not run at 2 threads"
 grep -q '^| SimA (ℓ1) | [0-9.]* s | [0-9]* | ' "$dir/RESULTS.md" || fail "the report has no time-to-accuracy row"
-grep -q '^\*\*dino_xcit_sima\*\* (layer' "$dir/RESULTS.md" || fail "the report has no heatmap panels"
+grep -q "^\*\*dino_xcit_sima\*\*, from seed 0's final run (1 epoch)\. Layer" "$dir/RESULTS.md" \
+  || fail "the report has no heatmap panels from seed 0's run"
+grep -q "xcit_sima: seed 0 has no finished record yet" "$dir/heat_skip.txt" || fail "heatmaps drew a row with no finished seed 0"
+[ -e "$dir/records/xcit_sima/heatmap.json" ] && fail "heatmaps recorded a row with no finished seed 0"
 
 # Cut off, parked, resumed elsewhere: cut_trainer.sh stops the first run with SIGTERM mid-epoch.
 wrap=$dir/wrapbin
