@@ -130,6 +130,29 @@ def heatmap_source(h, rec):
             " them from that run" % (why, h["row"]))
 
 
+def heatmap_tally(t, done):
+    """For each drawn row: whether its panels come from seed 0's final run, and how many of its maps put
+    more of their mass on the object than a flat map would (foreground_mass > foreground_share)."""
+    rows = []
+    for row, h in done:
+        final = heatmap_source(h, seed0(t, row)).startswith("seed 0's final run")
+        marks = [m["foreground_mass"] > im["foreground_share"] for im in h["result"]["images"]
+                 for m in im["maps"].values()]
+        rows.append((row, final, sum(marks), len(marks)))
+    return rows
+
+
+def heatmap_tally_lines(tally):
+    """The tally as a sentence: every row's count, then the sums over final-run rows and over all."""
+    def total(rows):
+        return "%d of %d" % (sum(r[2] for r in rows), sum(r[3] for r in rows))
+    final = [r for r in tally if r[1]]
+    return ["Maps with more of their mass on the object than a flat map (*on object* > *object*): %s. Over the"
+            " rows drawn from seed 0's final run (%d of %d rows): %s; over every panel above: %s.\n" % (
+                "; ".join("%s %d of %d%s" % (r[0], r[2], r[3], "" if r[1] else " (earlier checkpoint)") for r in tally),
+                len(final), len(tally), total(final), total(tally))]
+
+
 def heatmap_section(t, heatmaps, out):
     """The panels of reproduce.py heatmaps, with how much of each map lies on the object and the
     checkpoint they were drawn from."""
@@ -157,6 +180,7 @@ def heatmap_section(t, heatmaps, out):
                 " | ".join("%.2f" % im["maps"][m].get("foreground_mass", float("nan")) for m in maps), im["name"],
                 os.path.relpath(im["files"][0], "docs")))
         out.append("")
+    out += heatmap_tally_lines(heatmap_tally(t, done))
 
 
 def tta_section(t, out):

@@ -8,6 +8,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results"))
 import reproduce  # noqa: E402
+import report  # noqa: E402
 import sweep  # noqa: E402
 
 fails = []
@@ -353,6 +354,26 @@ def stopped_launcher(d, stop_signal):
     check(not os.path.exists(os.path.join(d, "runs", "e50_deit_sima_s1.log")), "%s: a row started after the stop" % name)
     check(not os.path.exists(mark + ".int"), "%s: the trainer got the terminal's SIGINT" % name)
 
+
+# The heatmap tally under the panels: maps above a flat map's share, per row and summed over the rows
+# drawn from seed 0's final run (the heatmap names that run: same date, exit 0) and over all rows.
+def heat(row, date, marks):
+    images = [{"foreground_share": 0.5, "maps": {"q": {"foreground_mass": q}, "k": {"foreground_mass": k}}}
+              for q, k in marks]
+    return (row, {"row": row, "trained": {"date": date}, "result": {"images": images}})
+
+
+class FakeTable:
+    records = {"a": [{"seed": 0, "date": "d1", "exit_code": 0}], "b": [{"seed": 0, "date": "d2", "exit_code": 0}],
+               "c": []}
+
+
+done = [heat("a", "d1", [(0.6, 0.4), (0.7, 0.9)]), heat("b", "d0", [(0.2, 0.51)]), heat("c", "d1", [(0.5, 0.6)])]
+tally = report.heatmap_tally(FakeTable, done)
+check(tally == [("a", True, 3, 4), ("b", False, 1, 2), ("c", False, 1, 2)], "heatmap tally: %r" % (tally,))
+line = report.heatmap_tally_lines(tally)[0]
+check("a 3 of 4; b 1 of 2 (earlier checkpoint); c 1 of 2 (earlier checkpoint)" in line
+      and "final run (1 of 3 rows): 3 of 4; over every panel above: 5 of 8" in line, "heatmap tally line: " + line)
 
 for stop_signal in (signal.SIGTERM, signal.SIGINT):
     with tempfile.TemporaryDirectory() as d:
