@@ -115,12 +115,19 @@ def seed0(t, row):
     return next((r for r in t.records.get(row, []) if r.get("seed") == 0), None)
 
 
+def drawn_from_final(h, rec):
+    """Whether a heatmap record was drawn from seed 0's finished run `rec`: it names a run trained at
+    the record's date."""
+    tr = h.get("trained")
+    return bool(tr and rec and tr.get("date") == rec.get("date") and rec.get("exit_code") == 0)
+
+
 def heatmap_source(h, rec):
     """Which checkpoint a heatmap record was drawn from: seed 0's finished run when the record names
     that run (reproduce.py heatmaps stores it), else an earlier one (a checkpoint the row's path held
     before its final run, such as a 5-epoch run from before the protocol)."""
     tr = h.get("trained")
-    if tr and rec and tr.get("date") == rec.get("date") and rec.get("exit_code") == 0:
+    if drawn_from_final(h, rec):
         what = ["%d epoch%s" % (tr["epochs"], "s" * (tr["epochs"] != 1))] if tr.get("epochs") else []
         what += ["test top-1 %.2f" % tr["top1"]] if tr.get("top1") is not None else []
         return "seed 0's final run" + (" (%s)" % ", ".join(what) if what else "")
@@ -135,7 +142,7 @@ def heatmap_tally(t, done):
     more of their mass on the object than a flat map would (foreground_mass > foreground_share)."""
     rows = []
     for row, h in done:
-        final = heatmap_source(h, seed0(t, row)).startswith("seed 0's final run")
+        final = drawn_from_final(h, seed0(t, row))
         marks = [m["foreground_mass"] > im["foreground_share"] for im in h["result"]["images"]
                  for m in im["maps"].values()]
         rows.append((row, final, sum(marks), len(marks)))
