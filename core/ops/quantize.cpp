@@ -1,6 +1,7 @@
 #include "core/ops/quantize.h"
 
 #include <cpuid.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <bit>
@@ -45,9 +46,19 @@ const CpuFeatures& cpu_features() {
   return f;
 }
 
+// oneDNN picks its int8 kernels from the ISA it may use: cpuid's, capped by ONEDNN_MAX_CPU_ISA (or
+// DNNL_MAX_CPU_ISA). Capped below VNNI it runs the saturating vpmaddubsw kernels even on a VNNI CPU,
+// so Q = 127 needs both: the CPU's VNNI or AMX, and an effective ISA that contains the VNNI level.
 int int8_input_range() {
-  const CpuFeatures& f = cpu_features();
-  return (f.avx512_vnni || f.avx_vnni || f.amx_int8) ? 127 : 63;
+  static const int q = [] {
+    const CpuFeatures& f = cpu_features();
+    const unsigned isa = unsigned(dnnl_get_effective_cpu_isa());
+    auto allows = [isa](dnnl_cpu_isa_t level) { return (isa & unsigned(level)) == unsigned(level); };
+    const bool avx512_vnni = (f.avx512_vnni || f.amx_int8) && allows(dnnl_cpu_isa_avx512_core_vnni);
+    const bool avx2_vnni = f.avx_vnni && allows(dnnl_cpu_isa_avx2_vnni);
+    return avx512_vnni || avx2_vnni ? 127 : 63;
+  }();
+  return q;
 }
 
 namespace {

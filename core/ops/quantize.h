@@ -28,7 +28,7 @@ struct CpuFeatures {
   bool avx512_bf16 = false, amx_int8 = false, amx_bf16 = false;
 };
 const CpuFeatures& cpu_features();
-// The activation range Q of the int8 GEMMs on this CPU (127 with VNNI or AMX, else 63).
+// The activation range Q of the int8 GEMMs on this CPU (127 where oneDNN may use VNNI or AMX, else 63).
 int int8_input_range();
 
 // Per-row symmetric quantization of x (rows × cols, row stride ld) to bytes x_q + (Q + 1),
