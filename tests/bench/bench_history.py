@@ -90,8 +90,8 @@ def page(records, records_dir):
         "`tests/bench/compare_pytorch.py --record " + records_dir + "` writes, one per comparison",
         "(`tests/bench/bench_record.py` describes a record). Every ratio is ours / PyTorch's median over",
         "the comparison's rounds, on the same model, batch and threads: above 1 is better for training and",
-        "inference (img/s), worse for the batch-1 latency (ms). The last column compares our inference",
-        "(at the record's precision) with PyTorch's dynamic int8. The last column is our GEMM work over",
+        "inference (img/s), worse for the batch-1 latency (ms). The column before the last compares our",
+        "inference (at the record's precision) with PyTorch's dynamic int8. The last column is our GEMM work over",
         "the time of a training step and of a batch-64 forward, against the 1024³ SGEMM peak measured in",
         "the same run (the forward's at the record's precision, counted in float32 products: above 100",
         "at bf16 or int8 is possible). \"busy core\" means a spinning process",
@@ -108,7 +108,7 @@ def page(records, records_dir):
     ]
     tail = ["## What to read next", "",
             "[performance.md](performance.md) for why these figures swing on a shared machine, and",
-            "[precision.md](precision.md) for the int8 and bf16 inference behind the last column.", ""]
+            "[precision.md](precision.md) for the int8 and bf16 inference behind the column before the last.", ""]
     if not records:
         return "\n".join(head + [f"No records yet: `{records_dir}/` holds no `*.json` record.", ""] + tail)
     return "\n".join(head + [f"{len(records)} record(s).", ""] + tables(records) + tail)
