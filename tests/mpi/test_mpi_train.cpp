@@ -88,7 +88,8 @@ json deit_config() {
 // other side in another summation order and move a whole token's gradient. With SimA and oneDNN
 // capped at AVX2 (ONEDNN_MAX_CPU_ISA=AVX2) one process's gradient was 1.5e-3 (relative) off the
 // 2 ranks' and the AVX-512 run's (with SimA's smooth ℓ2 norm instead: 4e-7), and 3 steps later the
-// weights 4e-3 apart; with softmax both ISAs give 3e-6. The sum across ranks is what this test checks; the attention is not.
+// weights 4e-3 apart; with softmax both ISAs give 3e-6. The sum across ranks is what this test
+// checks; the attention is not.
 json cvt_config() {
   json j = deit_config();
   j["name"] = "mpi_cvt";
