@@ -51,11 +51,18 @@ inline Tensor away_from_zero_leaf(const Shape& s, float lo, float hi, uint64_t s
   return t;
 }
 
-// Max |a - b| over all elements; shapes must match.
+// |a - b|, but a NaN against a number is infinitely far (and NaN against NaN the same value):
+// std::fmax and std::max drop a NaN, so a maximum of plain |a - b| would pass a NaN result.
+inline float abs_diff(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0.f : INFINITY;
+  return std::fabs(a - b);
+}
+
+// Max abs_diff over all elements; shapes must match.
 inline float max_abs_diff(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape() == b.shape());
   float m = 0.f;
-  for (int64_t i = 0; i < a.numel(); ++i) m = std::fmax(m, std::fabs(a.data()[i] - b.data()[i]));
+  for (int64_t i = 0; i < a.numel(); ++i) m = std::fmax(m, abs_diff(a.data()[i], b.data()[i]));
   return m;
 }
 

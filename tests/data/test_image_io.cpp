@@ -28,7 +28,7 @@ void check_same_image(const Image& got, const Image& want, float tol) {
   REQUIRE(got.height == want.height);
   REQUIRE(got.width == want.width);
   float worst = 0.f;
-  for (int64_t i = 0; i < want.numel(); ++i) worst = std::fmax(worst, std::fabs(got.data[i] - want.data[i]));
+  for (int64_t i = 0; i < want.numel(); ++i) worst = std::fmax(worst, sima::testing::abs_diff(got.data[i], want.data[i]));
   CHECK(worst <= tol);
 }
 

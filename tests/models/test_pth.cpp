@@ -39,7 +39,7 @@ double relative_error(const Tensor& a, const std::vector<float>& b) {
   REQUIRE(a.numel() == int64_t(b.size()));
   double diff = 0, scale = 0;
   for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, double(std::fabs(a.data()[i] - b[i])));
+    diff = std::max(diff, double(sima::testing::abs_diff(a.data()[i], b[i])));
     scale = std::max(scale, double(std::fabs(b[i])));
   }
   return diff / scale;

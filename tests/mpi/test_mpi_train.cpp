@@ -128,7 +128,11 @@ double max_diff(const std::string& a_path, const std::string& b_path, const std:
     Tensor tb = b.get(name);
     REQUIRE_MESSAGE(tb.defined(), name, " missing in ", b_path);
     REQUIRE(tb.numel() == ta.numel());
-    for (int64_t i = 0; i < ta.numel(); ++i) worst = std::max(worst, double(std::fabs(ta.data()[i] - tb.data()[i])));
+    for (int64_t i = 0; i < ta.numel(); ++i) {
+      const double d = std::fabs(double(ta.data()[i]) - double(tb.data()[i]));
+      worst = std::isnan(d) ? INFINITY : std::max(worst, d);  // std::max would drop a NaN
+      if (std::isinf(worst)) break;
+    }
     ++n;
   }
   if (count) *count = n;

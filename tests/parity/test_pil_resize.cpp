@@ -84,7 +84,7 @@ float max_diff(const Image& got, const Image& want) {
   REQUIRE(got.height == want.height);
   REQUIRE(got.width == want.width);
   float m = 0.f;
-  for (size_t i = 0; i < want.data.size(); ++i) m = std::fmax(m, std::fabs(got.data[i] - want.data[i]));
+  for (size_t i = 0; i < want.data.size(); ++i) m = std::fmax(m, sima::testing::abs_diff(got.data[i], want.data[i]));
   return m;
 }
 

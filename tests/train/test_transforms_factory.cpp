@@ -52,7 +52,7 @@ void check_same_image(const Image& got, const Image& expected, float tol = 1e-6f
   REQUIRE(got.height == expected.height);
   REQUIRE(got.width == expected.width);
   float worst = 0.f;
-  for (size_t i = 0; i < expected.data.size(); ++i) worst = std::fmax(worst, std::fabs(got.data[i] - expected.data[i]));
+  for (size_t i = 0; i < expected.data.size(); ++i) worst = std::fmax(worst, sima::testing::abs_diff(got.data[i], expected.data[i]));
   CHECK(worst <= tol);
 }
 
