@@ -21,6 +21,7 @@
 #include "app_testing.h"
 #include "data/temp_dir.h"
 #include "models/safetensors.h"
+#include "testing.h"
 
 using namespace sima;
 using sima::testing::Run;
@@ -128,11 +129,8 @@ double max_diff(const std::string& a_path, const std::string& b_path, const std:
     Tensor tb = b.get(name);
     REQUIRE_MESSAGE(tb.defined(), name, " missing in ", b_path);
     REQUIRE(tb.numel() == ta.numel());
-    for (int64_t i = 0; i < ta.numel(); ++i) {
-      const double d = std::fabs(double(ta.data()[i]) - double(tb.data()[i]));
-      worst = std::isnan(d) ? INFINITY : std::max(worst, d);  // std::max would drop a NaN
-      if (std::isinf(worst)) break;
-    }
+    for (int64_t i = 0; i < ta.numel(); ++i)
+      worst = std::max(worst, double(sima::testing::abs_diff(ta.data()[i], tb.data()[i])));  // NaN: inf
     ++n;
   }
   if (count) *count = n;
