@@ -231,7 +231,7 @@ def claim1_section(t, out):
                             ("cvt", "cvt_softmax", "cvt_sima")):
         name, battn, p0, p1 = PAPER[fam]
         out.append("| %s | %s | %s | %s | %s | %s %.1f → %.1f (%s) | %s | %s / %s |" % (
-            fam, battn, t.cell(base), t.cell(sima), t.delta(sima, base), name, p0, p1, ("%+.1f" % (p1 - p0)).replace("-", "−"),
+            fam, battn, t.cell(base), t.cell(sima), t.delta(sima, base), name, p0, p1, stats.signed(p1 - p0, 1),
             t.verdict(sima, base, round(p1 - p0, 1)), t.walls(base), t.walls(sima)))
     out.append("")
 

@@ -7,6 +7,7 @@ import statistics
 
 import fixed
 import frozen_eval
+import stats
 import sweep
 import tta
 
@@ -83,7 +84,7 @@ def sweep_gain(runs, row, epochs):
     """The gain of `row`'s sweep point at `epochs` over the point with half as many, as text ("+1.15"),
     or "(not yet measured)"."""
     a, b = (sweep.final_top1(sweep.load(runs, row, e)) for e in (epochs // 2, epochs))
-    return "%+.2f" % (b - a) if a is not None and b is not None else "(not yet measured)"
+    return stats.signed(b - a) if a is not None and b is not None else "(not yet measured)"
 
 
 def knn_baselines(runs, out):
@@ -138,7 +139,7 @@ def sweep_section(runs, out):
                 best_cell = "%.2f (%d)" % (best["val_top1"], best["epoch"])
             else:
                 best_cell = "— (%d-NN at the end)" % sweep.KNN_K
-            gain = "%+.2f" % (top1 - prev[1]) if prev and prev[0] * 2 == e else "—"
+            gain = stats.signed(top1 - prev[1]) if prev and prev[0] * 2 == e else "—"
             state = {"converged": "chosen", "capped": "capped: final runs train this count"}.get(how, "") \
                 if pick == e else ""
             out.append("| %s | %d | %.2f | %s | %s | %s | %s |" % (row, e, top1, best_cell, gain,

@@ -73,6 +73,11 @@ def welch(a, b, level=0.95):
     return out
 
 
+def signed(x, digits=2):
+    """x with its sign always shown, negative with the typographic minus U+2212 as in the prose ("−0.12")."""
+    return ("%+.*f" % (digits, x)).replace("-", "\u2212")
+
+
 def verdict(w, paper):
     """What the interval allows us to say about the paper's difference `paper` (None: not reported)."""
     if w["lo"] is None:
@@ -82,12 +87,12 @@ def verdict(w, paper):
         return "interval %s" % zero
     if w["lo"] <= paper <= w["hi"]:
         if paper != 0 and zero == "includes 0":
-            return "inconclusive at n = %d, %d (holds both 0 and the paper's %+.1f)" % (w["n_a"], w["n_b"], paper)
-        return "consistent with the paper (%+.1f inside; interval %s)" % (paper, zero)
-    return "differs from the paper (%+.1f outside)" % paper
+            return "inconclusive at n = %d, %d (holds both 0 and the paper's %s)" % (w["n_a"], w["n_b"], signed(paper, 1))
+        return "consistent with the paper (%s inside; interval %s)" % (signed(paper, 1), zero)
+    return "differs from the paper (%s outside)" % signed(paper, 1)
 
 
 def fmt_welch(w):
     if w["lo"] is None:
-        return "%+.2f" % w["d"]
-    return "%+.2f [%+.2f, %+.2f]" % (w["d"], w["lo"], w["hi"])
+        return signed(w["d"])
+    return "%s [%s, %s]" % (signed(w["d"]), signed(w["lo"]), signed(w["hi"]))

@@ -31,13 +31,13 @@ check(abs(w["lo"] + 3 + h) < 1e-9 and abs(w["hi"] + 3 - h) < 1e-9, "welch interv
 check(2.75 < h / 2 ** 0.5 < 2.78, "t at 4.08 df between t(4) and t(5)")
 
 # Verdicts: inside, outside, no interval.
-check(stats.verdict(w, -1.0) == "inconclusive at n = 3, 4 (holds both 0 and the paper's -1.0)", stats.verdict(w, -1.0))
+check(stats.verdict(w, -1.0) == "inconclusive at n = 3, 4 (holds both 0 and the paper's \u22121.0)", stats.verdict(w, -1.0))
 w0 = stats.welch([1, 2, 3], [11, 12, 13])
-check(stats.verdict(w0, -10.0) == "consistent with the paper (-10.0 inside; interval excludes 0)", stats.verdict(w0, -10.0))
+check(stats.verdict(w0, -10.0) == "consistent with the paper (\u221210.0 inside; interval excludes 0)", stats.verdict(w0, -10.0))
 check(stats.verdict(w0, 0.0) == "differs from the paper (+0.0 outside)", stats.verdict(w0, 0.0))
 check(stats.verdict(w, 5.0) == "differs from the paper (+5.0 outside)", stats.verdict(w, 5.0))
 check(stats.verdict(stats.welch([1], [2, 3]), 0.0) == "no interval (n = 1 and 2)", "n = 1")
-check(stats.fmt_welch(stats.welch([1], [2, 3])) == "-1.50", "fmt without interval")
+check(stats.fmt_welch(stats.welch([1], [2, 3])) == "\u22121.50", "fmt without interval")
 
 if fails:
     print("test_stats.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
