@@ -217,13 +217,8 @@ std::string flag_conflict(const Cli& cli) {
   return "";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
-  Cli cli("sima-eval",
-          "Evaluates a checkpoint on a dataset split, classifies images with it, or evaluates its frozen features "
-          "(--knn, --linear-probe).");
+// The flags (--help prints them).
+void declare_flags(Cli& cli) {
   cli.flag("checkpoint", "PATH",
            "model.safetensors to evaluate, or an upstream torch.save .pth (not needed for --features pixels with --data)");
   cli.flag("from", "official|timm|cvt", "a .pth checkpoint's layout (default: detected; see sima-convert)");
@@ -272,6 +267,16 @@ int main(int argc, char** argv) {
            false, "fp32");
   cli.option("int8-attention", "with --precision int8: SimA's attention core in int8 too (slower on AVX2)");
   cli.option("allow-nonfinite", "load a checkpoint holding NaN or inf (for debugging; refused by default)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
+  Cli cli("sima-eval",
+          "Evaluates a checkpoint on a dataset split, classifies images with it, or evaluates its frozen features "
+          "(--knn, --linear-probe).");
+  declare_flags(cli);
   if (!cli.parse(argc, argv)) return cli.exit_code();
   set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
   if (const std::string why = flag_conflict(cli); !why.empty()) {

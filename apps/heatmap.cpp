@@ -52,11 +52,8 @@ std::string summary(const nlohmann::json& j) {
   return s;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
-  Cli cli("sima-heatmap", "Q̂/K̂ norm saliency maps of an attention layer (SimA paper, Fig. 3), per image.");
+// The flags (--help prints them).
+void declare_flags(Cli& cli) {
   cli.flag("checkpoint", "PATH", "model.safetensors to explain", /*required=*/true);
   cli.repeated("image", "PATH", "images or folders of images (.png .jpg .jpeg .bmp); repeatable");
   cli.flag("layer", "L", "self-attention layer, 0-based; negative counts from the end", false, "-1");
@@ -77,32 +74,46 @@ int main(int argc, char** argv) {
            "(docs/precision.md)",
            false, "fp32");
   cli.option("allow-nonfinite", "load a checkpoint holding NaN or inf (for debugging; refused by default)");
+}
+
+// The drawing options from the flags, each checked (the layer is resolved once the model is loaded).
+HeatmapOptions options_from(const Cli& cli) {
+  HeatmapOptions opt;
+  opt.layer = cli.get_int("layer");
+  opt.which = cli.get("which");
+  check(opt.which == "q" || opt.which == "k" || opt.which == "both" || opt.which == "cls", "--which: '", opt.which,
+        "' is not one of: q, k, both, cls");
+  try {
+    opt.colormap = parse_colormap(cli.get("colormap"));
+  } catch (const Error& e) {
+    fail("--colormap: ", e.what());
+  }
+  const double alpha = cli.get_double("alpha");
+  check(alpha >= 0.0 && alpha <= 1.0, "--alpha: ", alpha, " is not in [0, 1]");
+  opt.alpha = static_cast<float>(alpha);
+  opt.raw = cli.is_set("raw");
+  opt.scale = cli.get_int("scale");
+  check(opt.scale >= 1 && opt.scale <= 32, "--scale: ", opt.scale, " is not in 1..32");
+  opt.out_dir = cli.get("out");
+  check(!opt.out_dir.empty(), "--out: empty folder name");
+  if (!cli.get("foreground-above").empty()) {
+    opt.foreground = true;
+    opt.foreground_threshold = static_cast<float>(cli.get_double("foreground-above"));
+  }
+  return opt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
+  Cli cli("sima-heatmap", "Q̂/K̂ norm saliency maps of an attention layer (SimA paper, Fig. 3), per image.");
+  declare_flags(cli);
   if (!cli.parse(argc, argv)) return cli.exit_code();
   set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
   try {
     check(cli.is_set("image"), "--image: no image given (files or folders of images)");
-    HeatmapOptions opt;
-    opt.layer = cli.get_int("layer");
-    opt.which = cli.get("which");
-    check(opt.which == "q" || opt.which == "k" || opt.which == "both" || opt.which == "cls", "--which: '", opt.which,
-          "' is not one of: q, k, both, cls");
-    try {
-      opt.colormap = parse_colormap(cli.get("colormap"));
-    } catch (const Error& e) {
-      fail("--colormap: ", e.what());
-    }
-    const double alpha = cli.get_double("alpha");
-    check(alpha >= 0.0 && alpha <= 1.0, "--alpha: ", alpha, " is not in [0, 1]");
-    opt.alpha = static_cast<float>(alpha);
-    opt.raw = cli.is_set("raw");
-    opt.scale = cli.get_int("scale");
-    check(opt.scale >= 1 && opt.scale <= 32, "--scale: ", opt.scale, " is not in 1..32");
-    opt.out_dir = cli.get("out");
-    check(!opt.out_dir.empty(), "--out: empty folder name");
-    if (!cli.get("foreground-above").empty()) {
-      opt.foreground = true;
-      opt.foreground_threshold = static_cast<float>(cli.get_double("foreground-above"));
-    }
+    HeatmapOptions opt = options_from(cli);
 
     const std::string path = cli.get("checkpoint");
     const CheckpointEvalInfo info = read_checkpoint_eval_info(path);

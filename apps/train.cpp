@@ -61,6 +61,76 @@ int report_end(const char* argv0, const RunEnd& e, const std::string& done) {
   return 0;
 }
 
+// The flags (--help prints them).
+void declare_flags(sima::Cli& cli) {
+  cli.flag("config", "FILE", "experiment config (JSON); with --resume, defaults to <out>/config.json");
+  cli.repeated("set", "KEY=VALUE", "override a config key, e.g. --set train.epochs=3 --set model.depth=6");
+  cli.flag("out", "DIR", "run folder (default: runs/<config name>)");
+  cli.option("resume", "continue the run in --out from its train_state.safetensors");
+  cli.option("check", "validate the config, print it resolved, and exit");
+  cli.option("quiet", "no progress output");
+  cli.option("allow-nonfinite", "load and save weights holding NaN or inf (for debugging; refused by default)");
+  cli.option("config-reference", "print every config key with its type, default and meaning (Markdown) and exit");
+}
+
+// The experiment: --config (or, with --resume and no --config, the run folder's config.json)
+// with every --set applied, validated whole.
+sima::ExperimentConfig read_experiment(const sima::Cli& cli) {
+  using namespace sima;
+  std::string config_path = cli.get("config");
+  if (config_path.empty()) {
+    check(cli.is_set("resume") && !cli.get("out").empty(),
+          "sima-train: --config is required (or --resume with --out of an existing run)");
+    config_path = cli.get("out") + "/config.json";
+  }
+  nlohmann::json doc = read_json_file(config_path);
+  // A run folder's config.json records the max_steps of the invocation that wrote it; a
+  // resumption from the folder alone runs on to the end unless --set says otherwise.
+  if (cli.get("config").empty() && doc.contains("train") && doc["train"].is_object()) doc["train"].erase("max_steps");
+  // A run folder's config.json written before the model schema lists every architecture's
+  // model keys; the ones its architecture does not read are dropped (models/registry.h).
+  if (cli.get("config").empty() && doc.contains("model")) doc["model"] = stored_config_json(doc["model"]);
+  for (const std::string& s : cli.get_all("set")) apply_override(doc, s);
+  return experiment_from_json(doc, config_path);
+}
+
+// Self-supervised training (cfg.dino.enabled): train/objectives/dino_trainer.h.
+int run_dino(const sima::ExperimentConfig& cfg, const sima::TrainerOptions& opt, const char* argv0) {
+  using namespace sima;
+  DinoTrainer dino(cfg, opt);
+  DinoTrainResult r = dino.fit();
+  char done[512] = "";
+  if (!r.epochs.empty())
+    std::snprintf(done, sizeof done,
+                  "done: DINO, %lld steps in %.1f s; last epoch loss %.4f, teacher entropy %.3f, KL %.4f; "
+                  "teacher backbone %s/model.safetensors",
+                  (long long)r.steps, r.seconds, r.epochs.back().loss, r.epochs.back().teacher_entropy,
+                  r.epochs.back().kl, r.run_dir.c_str());
+  if (!world().is_main()) return 0;
+  return report_end(argv0, {r.interrupted, r.steps, r.seconds, r.run_dir, r.epochs.empty(), r.epochs_done}, done);
+}
+
+// Supervised training: train/objectives/trainer.h.
+int run_supervised(const sima::ExperimentConfig& cfg, const sima::TrainerOptions& opt, const char* argv0) {
+  using namespace sima;
+  Trainer trainer(cfg, opt);
+  TrainResult r = trainer.fit();
+  char done[512] = "";
+  if (r.last_eval.count > 0)
+    std::snprintf(done, sizeof done,
+                  "done: %lld steps in %.1f s; %s top-1 %.2f%% (best %.2f%%), top-5 %.2f%%, loss %.4f; run folder %s",
+                  (long long)r.steps, r.seconds, cfg.data.validation > 0 ? "val" : "test", r.last_eval.top1, r.best_top1, r.last_eval.top5, r.last_eval.loss,
+                  r.run_dir.c_str());
+  if (!world().is_main()) return 0;
+  if (r.ranks > 1)
+    std::printf("allreduce: %lld bytes per step in %lld buckets; %.3f s waited after backward, %.3f s in sync "
+                "in total, of %.1f s\n",
+                (long long)r.allreduce_bytes_per_step, (long long)r.allreduce_buckets, r.allreduce_wait_seconds,
+                r.allreduce_seconds, r.seconds);
+  return report_end(argv0, {r.interrupted, r.steps, r.seconds, r.run_dir, r.last_eval.count == 0, r.epochs_done},
+                    done);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,14 +147,7 @@ int main(int argc, char** argv) {
   }
   Comm& comm = world();
   Cli cli("sima-train", "Trains a model from a JSON experiment config.");
-  cli.flag("config", "FILE", "experiment config (JSON); with --resume, defaults to <out>/config.json");
-  cli.repeated("set", "KEY=VALUE", "override a config key, e.g. --set train.epochs=3 --set model.depth=6");
-  cli.flag("out", "DIR", "run folder (default: runs/<config name>)");
-  cli.option("resume", "continue the run in --out from its train_state.safetensors");
-  cli.option("check", "validate the config, print it resolved, and exit");
-  cli.option("quiet", "no progress output");
-  cli.option("allow-nonfinite", "load and save weights holding NaN or inf (for debugging; refused by default)");
-  cli.option("config-reference", "print every config key with its type, default and meaning (Markdown) and exit");
+  declare_flags(cli);
   if (!cli.parse(argc, argv)) return cli.exit_code();
   set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
   if (cli.is_set("config-reference")) {
@@ -92,21 +155,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    std::string config_path = cli.get("config");
-    if (config_path.empty()) {
-      check(cli.is_set("resume") && !cli.get("out").empty(),
-            "sima-train: --config is required (or --resume with --out of an existing run)");
-      config_path = cli.get("out") + "/config.json";
-    }
-    nlohmann::json doc = read_json_file(config_path);
-    // A run folder's config.json records the max_steps of the invocation that wrote it; a
-    // resumption from the folder alone runs on to the end unless --set says otherwise.
-    if (cli.get("config").empty() && doc.contains("train") && doc["train"].is_object()) doc["train"].erase("max_steps");
-    // A run folder's config.json written before the model schema lists every architecture's
-    // model keys; the ones its architecture does not read are dropped (models/registry.h).
-    if (cli.get("config").empty() && doc.contains("model")) doc["model"] = stored_config_json(doc["model"]);
-    for (const std::string& s : cli.get_all("set")) apply_override(doc, s);
-    ExperimentConfig cfg = experiment_from_json(doc, config_path);
+    const ExperimentConfig cfg = read_experiment(cli);
     if (cli.is_set("check")) {
       std::cout << experiment_to_json(cfg).dump(2) << "\n";
       return 0;
@@ -116,37 +165,9 @@ int main(int argc, char** argv) {
       if (comm.is_main() && !cli.is_set("quiet"))
         std::printf("data parallel: %d ranks (MPI), %s\n", comm.size(), threads.c_str());
     }
-    TrainerOptions opt{.run_dir = cli.get("out"), .resume = cli.is_set("resume"),
-                       .quiet = cli.is_set("quiet") || !comm.is_main(), .stop_flag = g_stop};
-    if (cfg.dino.enabled) {  // self-supervised: train/objectives/dino_trainer.h
-      DinoTrainer dino(cfg, opt);
-      DinoTrainResult r = dino.fit();
-      char done[512] = "";
-      if (!r.epochs.empty())
-        std::snprintf(done, sizeof done,
-                      "done: DINO, %lld steps in %.1f s; last epoch loss %.4f, teacher entropy %.3f, KL %.4f; "
-                      "teacher backbone %s/model.safetensors",
-                      (long long)r.steps, r.seconds, r.epochs.back().loss, r.epochs.back().teacher_entropy,
-                      r.epochs.back().kl, r.run_dir.c_str());
-      if (!comm.is_main()) return 0;
-      return report_end(argv[0], {r.interrupted, r.steps, r.seconds, r.run_dir, r.epochs.empty(), r.epochs_done}, done);
-    }
-    Trainer trainer(cfg, opt);
-    TrainResult r = trainer.fit();
-    char done[512] = "";
-    if (r.last_eval.count > 0)
-      std::snprintf(done, sizeof done,
-                    "done: %lld steps in %.1f s; %s top-1 %.2f%% (best %.2f%%), top-5 %.2f%%, loss %.4f; run folder %s",
-                    (long long)r.steps, r.seconds, cfg.data.validation > 0 ? "val" : "test", r.last_eval.top1, r.best_top1, r.last_eval.top5, r.last_eval.loss,
-                    r.run_dir.c_str());
-    if (!comm.is_main()) return 0;
-    if (r.ranks > 1)
-      std::printf("allreduce: %lld bytes per step in %lld buckets; %.3f s waited after backward, %.3f s in sync "
-                  "in total, of %.1f s\n",
-                  (long long)r.allreduce_bytes_per_step, (long long)r.allreduce_buckets, r.allreduce_wait_seconds,
-                  r.allreduce_seconds, r.seconds);
-    return report_end(argv[0], {r.interrupted, r.steps, r.seconds, r.run_dir, r.last_eval.count == 0, r.epochs_done},
-                      done);
+    const TrainerOptions opt{.run_dir = cli.get("out"), .resume = cli.is_set("resume"),
+                             .quiet = cli.is_set("quiet") || !comm.is_main(), .stop_flag = g_stop};
+    return cfg.dino.enabled ? run_dino(cfg, opt, argv[0]) : run_supervised(cfg, opt, argv[0]);
   } catch (const std::exception& e) {
     // One rank's failure ends the job: MPI_Abort stops the others (no hang).
     if (comm.size() > 1) comm.abort(e.what());
