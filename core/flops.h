@@ -2,6 +2,9 @@
 // product: every matmul, linear and im2col convolution goes through gemm.h). Benchmarks
 // read it around a training step to report achieved GFLOP/s; the elementwise ops, norms
 // and depthwise convolutions are not counted (they are a few percent of a step's FLOPs).
+// A second count is of the GEMM library's calls (each single-threaded block of gemm.h, and the
+// attention cores' per-head products): a model whose step makes many tiny products (the
+// iterative pseudo-inverses of Nystromformer and SOFT) pays the library's cost per call.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -14,5 +17,12 @@ inline std::atomic<int64_t>& gemm_flop_counter() {
 }
 inline void count_gemm_flops(int64_t flops) { gemm_flop_counter().fetch_add(flops, std::memory_order_relaxed); }
 inline int64_t gemm_flops() { return gemm_flop_counter().load(std::memory_order_relaxed); }
+
+inline std::atomic<int64_t>& gemm_call_counter() {
+  static std::atomic<int64_t> count{0};
+  return count;
+}
+inline void count_gemm_call() { gemm_call_counter().fetch_add(1, std::memory_order_relaxed); }
+inline int64_t gemm_calls() { return gemm_call_counter().load(std::memory_order_relaxed); }
 
 }  // namespace sima

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/flops.h"
 #include "core/ops/gemm.h"
 
 namespace sima {
@@ -75,6 +76,7 @@ void sgemm_with(GemmBackend backend, bool ta, bool tb, int64_t m, int64_t n, int
 
 void sgemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  count_gemm_call();
   sgemm_with(gemm_backend(), ta, tb, m, n, k, A, lda, B, ldb, beta, C, ldc);
 }
 

@@ -2,7 +2,9 @@
 // as sima::gemm calls them (core/ops/gemm.h), on the products of the study's models at batch 128
 // (configs/paper/: DeiT 64 wide, XCiT 48 wide, CvT 16/32/64) and of the DeiT-Tiny-style model
 // tests/bench/compare_pytorch.py times (192 wide, batch 64): projections, MLPs, their weight and
-// input gradients, and the per-head attention products. The two libraries alternate on the same
+// input gradients, and the per-head attention products (with the small ones of claim 5's
+// variants: the pseudo-inverse iterations of Nystromformer, 10 landmarks, and SOFT, 9, and
+// Performer's random features, int(16 ln 16) = 44). The two libraries alternate on the same
 // buffers; each time is the median over the runs.
 //
 //   OMP_NUM_THREADS=1 ./build/bin/bench_gemm_backends [reps]
@@ -39,6 +41,8 @@ int main(int argc, char** argv) {
       {"DeiT 64 fc2: x W^T", false, true, R, 64, 256},     {"DeiT 64 qkv dW: g^T x", true, false, 192, 64, R},
       {"DeiT 64 fc1 dx: g W", false, false, R, 64, 256},  {"DeiT head: q k^T (50x16)", false, true, 50, 50, 16},
       {"DeiT head: (q k^T) v", false, false, 50, 16, 50},  {"DeiT head: k^T v (SimA)", true, false, 16, 16, 50},
+      {"Nystrom pinv: K Z (10x10)", false, false, 10, 10, 10}, {"SOFT pinv: K Z (9x9)", false, false, 9, 9, 9},
+      {"Performer: q' (k'^T v)", false, false, 50, 16, 44},
       {"XCiT 48 qkv: x W^T", false, true, 128 * 49, 144, 48},
       {"XCiT head: qh^T kh (12x12)", true, false, 12, 12, 49},
       {"CvT stage-1 embed (im2col)", false, true, 128 * 49, 16, 49},
@@ -51,7 +55,7 @@ int main(int argc, char** argv) {
       {"DeiT-Tiny head: q k^T", false, true, 65, 65, 64},
   };
   std::printf("reps: %d (median), single-threaded calls\n", reps);
-  std::printf("%-28s %7s %6s %6s %10s %10s %7s\n", "product", "m", "n", "k", "oneDNN ms", "OpenBLAS ms", "ratio");
+  std::printf("%-28s %7s %6s %6s %10s %10s %7s\n", "product", "m", "n", "k", "oneDNN us", "OpenBLAS us", "ratio");
   double tot[2] = {0, 0};
   for (const Shape3& s : shapes) {
     Tensor a = randn({s.ta ? s.k : s.m, s.ta ? s.m : s.k}), b = randn({s.tb ? s.n : s.k, s.tb ? s.k : s.n});
@@ -63,7 +67,7 @@ int main(int argc, char** argv) {
       for (int64_t i = 0; i < calls; ++i)
         detail::sgemm_with(g, s.ta, s.tb, s.m, s.n, s.k, a.data(), s.ta ? s.m : s.k, b.data(), s.tb ? s.k : s.n,
                            0.f, c.data(), s.n);
-      return (now_ms() - t0) / double(calls);
+      return (now_ms() - t0) * 1e3 / double(calls);  // microseconds per call
     };
     run(GemmBackend::OneDnn), run(GemmBackend::OpenBlas);  // warm-up (oneDNN's JIT, caches)
     std::vector<double> t[2];
@@ -73,7 +77,7 @@ int main(int argc, char** argv) {
     }
     const double d = median(t[0]), o = median(t[1]);
     tot[0] += d, tot[1] += o;
-    std::printf("%-28s %7ld %6ld %6ld %10.4f %10.4f %6.2fx\n", s.name, long(s.m), long(s.n), long(s.k), d, o, o / d);
+    std::printf("%-28s %7ld %6ld %6ld %10.2f %10.2f %6.2fx\n", s.name, long(s.m), long(s.n), long(s.k), d, o, o / d);
   }
-  std::printf("%-28s %21s %10.4f %10.4f %6.2fx\n", "sum", "", tot[0], tot[1], tot[1] / tot[0]);
+  std::printf("%-28s %21s %10.2f %10.2f %6.2fx\n", "sum", "", tot[0], tot[1], tot[1] / tot[0]);
 }

@@ -175,6 +175,26 @@ TEST_CASE("bench: a model bench reports consistent rates") {
   CHECK(r.train_gemm_gflop <= 4 * r.infer_gemm_gflop);
   CHECK(r.infer_gflop_per_s == doctest::Approx(r.infer_gemm_gflop / (r.infer_ms * 1e-3)));
   CHECK(to_json(r)["infer_fraction_of_sgemm_peak"].get<double>() > 0);
+  // At least the forward's per-head products: q k^T or k^T v and its product with q or v, 2 heads x 4 images.
+  CHECK(r.train_gemm_calls >= 2 * 2 * 4);
+  CHECK(to_json(r)["train_gemm_calls"] == r.train_gemm_calls);
+}
+
+TEST_CASE("bench: GEMM calls per step count the library's calls, per head and per iteration") {
+  auto calls = [](const char* attention, int64_t batch) {
+    ModelBenchConfig c;
+    c.model = nlohmann::json::parse(std::string(R"({"name": "deit_tiny_patch4_28", "embed_dim": 16, "depth": 1,
+                                                    "num_heads": 2, "attention": )") + attention + "}");
+    c.batch = batch;
+    c.timing = {.warmup = 0, .reps = 1};
+    return bench_model(c).train_gemm_calls;
+  };
+  const char* sima = R"({"type": "sima"})";
+  const char* nystrom = R"({"type": "nystromformer", "num_landmarks": 5})";
+  // The per-head products are one call per image and head: twice the batch, more calls.
+  CHECK(calls(sima, 8) > calls(sima, 4));
+  // Nystromformer's pseudo-inverse iterates small products per image and head, forward and backward.
+  CHECK(calls(nystrom, 4) > 3 * calls(sima, 4));
 }
 
 // ---- the sima-bench binary ----------------------------------------------------------------
@@ -204,7 +224,8 @@ TEST_CASE("sima-bench: each mode runs on tiny shapes and prints JSON") {
   REQUIRE(model.status == 0);
   nlohmann::json m = nlohmann::json::parse(model.out);
   for (const char* key : {"train_img_per_s", "infer_img_per_s", "latency_b1_ms", "peak_rss_mb",
-                          "fraction_of_sgemm_peak", "infer_fraction_of_sgemm_peak", "train_gemm_gflop", "parameters"})
+                          "fraction_of_sgemm_peak", "infer_fraction_of_sgemm_peak", "train_gemm_gflop", "train_gemm_calls",
+                          "parameters"})
     CHECK(m.contains(key));
   CHECK(m["batch"] == 2);
 }

@@ -232,9 +232,10 @@ ModelBenchResult bench_model(const ModelBenchConfig& cfg) {
     opt.zero_grad();
   };
   r.train_step_ms = median_ms(step, cfg.timing);
-  const int64_t flops0 = gemm_flops();
+  const int64_t flops0 = gemm_flops(), calls0 = gemm_calls();
   step();
   r.train_gemm_gflop = double(gemm_flops() - flops0) * 1e-9;
+  r.train_gemm_calls = gemm_calls() - calls0;
   r.train_img_per_s = double(cfg.batch) / (r.train_step_ms * 1e-3);
   r.train_gflop_per_s = r.train_gemm_gflop / (r.train_step_ms * 1e-3);
 
@@ -291,6 +292,7 @@ json to_json(const ModelBenchResult& r) {
           {"latency_b1_ms", r.latency_b1_ms},
           {"train_gemm_gflop", r.train_gemm_gflop},
           {"train_gflop_per_s", r.train_gflop_per_s},
+          {"train_gemm_calls", r.train_gemm_calls},
           {"sgemm_peak_gflop_per_s", r.sgemm_peak_gflop_per_s}, {"gemm", gemm_backend_name(gemm_backend())},
           {"fraction_of_sgemm_peak", r.sgemm_peak_gflop_per_s > 0 ? r.train_gflop_per_s / r.sgemm_peak_gflop_per_s : 0.0},
           {"infer_gemm_gflop", r.infer_gemm_gflop},
