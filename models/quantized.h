@@ -37,7 +37,7 @@ std::string set_inference_precision(Module& model, Precision p, bool int8_attent
 // and SimA's inference cores (one scale per channel instead of q̂ and k̂ written out):
 // the same float32 numerics up to the order of the sums, and no re-packing of the weights at
 // every call, which is most of what a small batch spends beyond the products
-// (docs/performance.md §4). The packed weights are copies: after changing the model's weights,
+// (docs/latency.md). The packed weights are copies: after changing the model's weights,
 // call it again (or set_inference_precision(model, F32) for the ordinary Linears).
 void pack_fp32_inference(Module& model);
 

@@ -244,7 +244,7 @@ void LowpLinear::Impl::forward_bf16(const float* x, int64_t M, float* y, const M
 }
 
 // y (M, out) = x · Wᵀ + b in float32, W packed once by oneDNN: at small M the sgemm's packing of
-// W at every call is a fifth of the product's time, which this saves (docs/performance.md §4).
+// W at every call is a fifth of the product's time, which this saves (docs/latency.md).
 void LowpLinear::Impl::forward_f32(const float* x, int64_t M, float* y, const MlpActivation* act,
                                    const float* res) const {
   run(plan(M, act, false, res), memory(memory::desc({M, in}, dt::f32, tag::ab), dnnl_ctx().eng, const_cast<float*>(x)),

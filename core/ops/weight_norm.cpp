@@ -1,4 +1,4 @@
-// weight_norm forward and backward (derived in docs/derivations.md §11).
+// weight_norm forward and backward (derived in docs/derivations.md §8).
 #include "core/ops/weight_norm.h"
 
 #include <cmath>

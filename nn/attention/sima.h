@@ -1,4 +1,4 @@
-// SimA: softmax-free attention (docs/attention.md §3, §5, §6), as the official code runs it.
+// SimA: softmax-free attention (docs/attention.md §3, §4; docs/attention_costs.md §2), as the official code runs it.
 //
 // Per (batch, head), q (N×d), k and v (N_kv×d):
 //   q̂ = q / max(‖q[:, c]‖₁, eps) for every channel column c, normalised over the tokens

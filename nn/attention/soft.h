@@ -1,6 +1,6 @@
 // SOFT: softmax-free attention with a Gaussian kernel, linear in N by Nyström
 // (Lu et al., "SOFT: Softmax-free Transformer with Linear Complexity", NeurIPS 2021;
-// docs/attention.md §3, §6; official code github.com/fudan-zvg/SOFT, models/softmax_free_transformer.py and
+// docs/attention.md §3, §4; official code github.com/fudan-zvg/SOFT, models/softmax_free_transformer.py and
 // SOFT/kernel/inverse.py; derivation in docs/derivations/soft.md).
 //
 // q and k share one projection (qkv is Linear(C, 2C) -> q, v). Per (batch, head), with

@@ -4,8 +4,8 @@
 The model is the one `sima-bench model --model deit_tiny_patch4_32_sima` times (docs/models.md
 section 2): patch-4 Conv2d embedding, class token, learned position embedding, pre-norm blocks
 (LayerNorm eps 1e-6, MLP ratio 4, GELU), softmax or SimA attention (SimA: q, k l1-normalised over
-the tokens, F.normalize(p=1, dim=-2); (q k^T) v when N < d, else q (k^T v): docs/attention.md
-section 5). tests/bench/compare_pytorch.py runs it next to sima-bench.
+the tokens, F.normalize(p=1, dim=-2); (q k^T) v when N < d, else q (k^T v): docs/attention_costs.md
+section 2). tests/bench/compare_pytorch.py runs it next to sima-bench.
 
 Needs Debian's python3-torch (apt-get install python3-torch); run it with /usr/bin/python3.
 Prints one JSON object per line:

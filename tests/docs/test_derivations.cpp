@@ -1,5 +1,5 @@
 // The worked values of docs/derivations.md and docs/derivations/*.md, computed by the library.
-// Each test case is named after the section that states its numbers; a change to a page's
+// Each test case is named after the section or page that states its numbers; a change to a page's
 // example must change the test too (and the other way round).
 #include <cmath>
 
@@ -90,7 +90,7 @@ TEST_CASE("derivations §5 GELU: gelu'(1) = Φ(1) + φ(1), gelu'(-1) = Φ(-1) - 
   CHECK(xs.grad().data()[1] > 0.f);
 }
 
-TEST_CASE("derivations §7 SimA: N = 2, d = 1, both orders: out = (1/4, 3/4), rows of A sum to 0") {
+TEST_CASE("derivations/sima: N = 2, d = 1, both orders: out = (1/4, 3/4), rows of A sum to 0") {
   for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst}) {
     Tensor q = leaf({1, 3}, {1, 1, 2, 1}), k = leaf({2, -2}, {1, 1, 2, 1}), v = leaf({4, 2}, {1, 1, 2, 1});
     Tensor qh, kh;
@@ -109,7 +109,7 @@ TEST_CASE("derivations §7 SimA: N = 2, d = 1, both orders: out = (1/4, 3/4), ro
   check_close(matmul(qh, kh, false, true), {0.125f, -0.125f, 0.375f, -0.375f});
 }
 
-TEST_CASE("derivations §8 class attention, softmax form: T = 2, d = 1") {
+TEST_CASE("derivations/class_attention, softmax form: T = 2, d = 1") {
   // rows t: (q_t, k_t, v_t); q_1 is never used by the softmax form
   Tensor qkv = leaf({kLn3, 1, 1, 5, 0, -1}, {1, 2, 3});
   Tensor attn;
@@ -121,7 +121,7 @@ TEST_CASE("derivations §8 class attention, softmax form: T = 2, d = 1") {
   check_close(qkv.grad(), {0.375f, a, 0.75f, 0.f, -a, 0.25f});
 }
 
-TEST_CASE("derivations §8 class attention, SimA form: T = 2, d = 1, weights sum to 1/2") {
+TEST_CASE("derivations/class_attention, SimA form: T = 2, d = 1, weights sum to 1/2") {
   // q = (2, -2), k = (1, 3), v = (1, -1): q̂_0 = 1/2, k̂ = (1/4, 3/4), a = (1/8, 3/8)
   Tensor qkv = leaf({2, 1, 1, -2, 3, -1}, {1, 2, 3});
   Tensor attn;
@@ -133,7 +133,7 @@ TEST_CASE("derivations §8 class attention, SimA form: T = 2, d = 1, weights sum
   check_close(qkv.grad(), {-0.0625f, 0.1875f, 0.125f, -0.0625f, -0.0625f, 0.375f});
 }
 
-TEST_CASE("derivations §9 XCA: q = k = v = I, tau = 1: out = A, d tau = σ(1)σ(-1)") {
+TEST_CASE("derivations/xca: q = k = v = I, tau = 1: out = A, d tau = σ(1)σ(-1)") {
   Tensor q = leaf({1, 0, 0, 1}, {1, 1, 2, 2}), k = leaf({1, 0, 0, 1}, {1, 1, 2, 2});
   Tensor v = leaf({1, 0, 0, 1}, {1, 1, 2, 2}), tau = leaf({1}, {1, 1, 1});
   Tensor out = xca_attention(q, k, v, tau);
@@ -147,7 +147,7 @@ TEST_CASE("derivations §9 XCA: q = k = v = I, tau = 1: out = A, d tau = σ(1)σ
   check_close(q.grad(), {0.f, 0.f, -s, 0.f});
 }
 
-TEST_CASE("derivations §10 conv2d: x = (1, 2, 3), w = (1, -1): dx = (1, 0, -1), dw = (3, 5)") {
+TEST_CASE("derivations §7 conv2d: x = (1, 2, 3), w = (1, -1): dx = (1, 0, -1), dw = (3, 5)") {
   Tensor x = leaf({1, 2, 3}, {1, 1, 1, 3}), w = leaf({1, -1}, {1, 1, 1, 2}), b = leaf({0.5f}, {1});
   Tensor y = conv2d(x, w, b);
   check_close(y, {-0.5f, -0.5f});
@@ -157,7 +157,7 @@ TEST_CASE("derivations §10 conv2d: x = (1, 2, 3), w = (1, -1): dx = (1, 0, -1),
   check_close(b.grad(), {2});
 }
 
-TEST_CASE("derivations §10 depthwise conv2d, NCHW and channels last: the same sums") {
+TEST_CASE("derivations §7 depthwise conv2d, NCHW and channels last: the same sums") {
   // channel 0 as above, channel 1: x = (0, 1, -1), w = (2, 1)
   Tensor x = leaf({1, 2, 3, 0, 1, -1}, {1, 2, 1, 3}), w = leaf({1, -1, 2, 1}, {2, 1, 1, 2});
   Tensor y = conv2d(x, w, Tensor(), 1, 0, 2);
@@ -174,7 +174,7 @@ TEST_CASE("derivations §10 depthwise conv2d, NCHW and channels last: the same s
   check_close(wl.grad(), {3, 5, 1, 0});
 }
 
-TEST_CASE("derivations §13 fused MLP: x = 1, W1 = (1, -1), W2 = (1, 1), GELU") {
+TEST_CASE("derivations §10 fused MLP: x = 1, W1 = (1, -1), W2 = (1, 1), GELU") {
   Tensor x = leaf({1}, {1, 1}), w1 = leaf({1, -1}, {2, 1}), b1 = leaf({0, 0}, {2});
   Tensor w2 = leaf({1, 1}, {1, 2}), b2 = leaf({0}, {1});
   Tensor y = fused_mlp(x, w1, b1, w2, b2, MlpActivation::Gelu);

@@ -1,8 +1,8 @@
 // The figures the docs quote come from a generated record or from the code, checked here:
 //   - autograd.md: the printed graph and the printed y and x.grad of the worked example are what
 //     the snippets on the page print;
-//   - attention.md §4: the exp() and GEMM GFLOP table is the record results/runs/bench_table3;
-//     §5: every GFLOP figure of the Figure 1 paragraphs is in a bench record, and the
+//   - attention_costs.md §1: the exp() and GEMM GFLOP table is the record results/runs/bench_table3;
+//     §2: every GFLOP figure of the Figure 1 paragraphs is in a bench record, and the
 //     deit_tiny_patch4_28 shape's two figures are what the GEMM counter counts;
 //   - models.md §5: both parameter columns of every registered model, and every config row.
 #include <cmath>
@@ -145,8 +145,8 @@ TEST_CASE("autograd.md: the worked example prints what the page shows") {
   CHECK(value_blocks == 1);
 }
 
-TEST_CASE("attention.md §4: the exp() and GFLOP table is the Table 3 record, row for row") {
-  const std::string md = read_text(kRoot / "docs" / "attention.md");
+TEST_CASE("attention_costs.md §1: the exp() and GFLOP table is the Table 3 record, row for row") {
+  const std::string md = read_text(kRoot / "docs" / "attention_costs.md");
   const json rec = json::parse(read_text(kRoot / "results" / "runs" / "bench_table3" / "s0.json"));
   std::multiset<std::string> from_record, from_doc;
   for (const json& r : rec.at("bench"))
@@ -162,8 +162,8 @@ TEST_CASE("attention.md §4: the exp() and GFLOP table is the Table 3 record, ro
   CHECK(from_doc == from_record);
 }
 
-TEST_CASE("attention.md §5: the GFLOP figures are in the bench records or counted here") {
-  const std::string md = read_text(kRoot / "docs" / "attention.md");
+TEST_CASE("attention_costs.md §2: the GFLOP figures are in the bench records or counted here") {
+  const std::string md = read_text(kRoot / "docs" / "attention_costs.md");
   std::set<std::string> recorded;
   for (const char* run : {"bench_table3", "bench_table3_head", "bench_fig1_tokens", "bench_fig1_dim"}) {
     const json rec = json::parse(read_text(kRoot / "results" / "runs" / run / "s0.json"));

@@ -330,7 +330,7 @@ TEST_CASE("sima_attention: the parallel path (pairs split across threads) is cor
   set_num_threads(prev);
 }
 
-// docs/attention.md §5: `auto` is the official rule N < d (UCDvision/sima sima.py, SimA.forward),
+// docs/attention_costs.md §2: `auto` is the official rule N < d (UCDvision/sima sima.py, SimA.forward),
 // not a FLOP minimiser. With fewer keys than queries (CvT's strided k, v) it can pick the dearer
 // order: the quickstart CvT's stage 1 has N = 49 queries, Nk = 16 keys, d = 32.
 TEST_CASE("sima_attention: auto follows N < d, not the FLOPs: quickstart CvT stage 1 runs the costlier kv_first") {
@@ -345,7 +345,7 @@ TEST_CASE("sima_attention: auto follows N < d, not the FLOPs: quickstart CvT sta
     return gemm_flops() - before;
   };
   const int64_t qk = flops(SimaOrder::QkFirst), kv = flops(SimaOrder::KvFirst), au = flops(SimaOrder::Auto);
-  CHECK(qk == 4 * N * Nk * d);        // 100,352: the figure docs/attention.md gives
+  CHECK(qk == 4 * N * Nk * d);        // 100,352: the figure docs/attention_costs.md gives
   CHECK(kv == 2 * (N + Nk) * d * d);  // 133,120
   CHECK(qk == 100352);
   CHECK(kv == 133120);

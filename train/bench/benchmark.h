@@ -99,7 +99,7 @@ nlohmann::json to_json(const ModelBenchResult& r);
 // GFLOP/s of gemm() (the library in use, core/ops/gemm.h) on n×n×n at the current thread count:
 // the best of timing.reps runs after timing.warmup. A peak is a best case; the first runs in a
 // process are up to a quarter slower, and a median of 5 after one warm-up still caught them
-// (fractions of the peak above 1 in a record: docs/performance.md §4).
+// (fractions of the peak above 1 in a record: docs/latency.md).
 double measure_sgemm_peak(int64_t n = 1024, const TimingOptions& timing = {.warmup = 3, .reps = 9});
 // Peak resident memory of this process in MiB.
 double peak_rss_mb();
