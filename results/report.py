@@ -409,8 +409,16 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
     out.append("The discussion above interprets every table; how the runs were made is in"
                " [training.md](training.md), and [README.md](README.md) gives the reading order of all the pages.\n")
     path = path or os.path.join(root, "docs", "RESULTS.md")
+    write_atomic(path, out)
+    speed = os.path.join(os.path.dirname(path), report_speed.SPEED_PAGE)
+    os.makedirs(os.path.dirname(speed), exist_ok=True)
+    write_atomic(speed, report_speed.speed_page(t.records))
+    print("wrote %s (%d runs) and %s" % (os.path.relpath(path, root), n, os.path.relpath(speed, root)))
+
+
+def write_atomic(path, lines):
+    """The page at path, whole or not at all (a temporary file renamed over it)."""
     tmp = path + ".tmp.%d" % os.getpid()
     with open(tmp, "w") as f:
-        f.write("\n".join(out))
+        f.write("\n".join(lines))
     os.replace(tmp, path)
-    print("wrote %s (%d runs)" % (os.path.relpath(path, root), n))

@@ -7,7 +7,7 @@ docs/RESULTS.md from what the runs recorded, under the protocol at the top of th
     python3 results/reproduce.py run [--rows A,B] [--seeds 0,1] [--jobs 2] [--threads 1]
     python3 results/reproduce.py heatmaps             # saliency panels from seed 0's finished runs
     python3 results/reproduce.py park [NAME ...]      # cut-off runs' train states into results/runs/parked/
-    python3 results/reproduce.py report               # docs/RESULTS.md from results/runs/
+    python3 results/reproduce.py report               # docs/RESULTS.md (and docs/results/speed.md) from results/runs/
 
 `sweep` (results/sweep.py) trains each architecture's SimA row on 50 000 training images with
 doubling epoch counts, evaluating 10 000 held-out training images every epoch, until doubling adds

@@ -51,6 +51,8 @@ grep -q '"split": "validation"' "$fx" || fail "the fixed-budget run did not trai
 [ -f "$dir/png/e50_deit_sima.png" ] || fail "the fixed-budget run's seed-0 curves were not kept"
 $py -c "$baselines_ok" "$dir/records/dino_xcit_sima/s0.json" \
   || fail "the DINO record lacks its linear probe or the random-init and pixel baselines on the test set"
+grep -q '^# Claim 7 in full' "$dir/results/speed.md" || fail "the report wrote no speed page beside RESULTS.md"
+grep -q '](results/speed.md)' "$dir/RESULTS.md" || fail "RESULTS.md does not link its speed page"
 grep -q '^| raw pixels | [0-9.]* / [0-9.]* / [0-9.]* | [0-9.]* | — | — |' "$dir/RESULTS.md" \
   || fail "the claim-6 table has no pixel baseline"
 grep -q '^| DeiT SimA | [0-9.]* (1 of 3 seeds) | not run |' "$dir/RESULTS.md" || fail "the report has no claim 3 row"

@@ -159,6 +159,15 @@ ratios = report_speed.table3_ratios({"bench_table3": [{"bench": med}]})
 check([(r[4], r[5], round(r[6], 4)) for r in ratios] == [("qk_first", 2.0, round(11 / 7, 4)), ("auto", 2.5, 2.2)],
       "ratios: %r" % ratios)
 check("different rows" in refused(lambda: reproduce.median_rows([rounds[0], rounds[1][::-1]])), "mismatched rounds")
+# Claim 7 in RESULTS.md has the ratios and a link to the speed page; the page has every block's row,
+# and says "not run" for a bench row without a record.
+claim7 = []
+report_speed.speed_section({"bench_table3": [{"bench": med, "command": "sima-bench", "date": "d"}]}, claim7)
+page = report_speed.speed_page({"bench_table3": [{"bench": med, "command": "sima-bench", "date": "d"}]})
+check(any(report_speed.SPEED_PAGE in line for line in claim7) and not any("| 64 | 256 | 8 | sima |" in line for line in claim7),
+      "claim 7 without its link, or with the block rows: %r" % claim7)
+check(sum(line.startswith("| 64 | 256 | 8 | ") for line in page) == 3 and page.count("not run\n") == len(report_speed.BENCH_ROWS) - 1,
+      "speed page: %r" % page)
 
 # The sweep table names each sweep row's model from its config, and the records of other widths
 # (runs/sweeps/widths/) get their own table, each row with the model its record keeps.
