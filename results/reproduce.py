@@ -276,7 +276,9 @@ def refused_rows(rows):
     return refused
 
 
-def cmd_run(args):
+def plan_run(args):
+    """What `run` makes: (refused rows {row: why}, the timed rows' runs, the training runs), each
+    run a (row, seed) without a record; exits on an unknown row or a missing binary."""
     if args.smoke:  # tiny budget, everything outside the repository
         use_smoke_dir(args.smoke)
         SMOKE.extend(["--set", "data.train_subset=256", "--set", "data.test_subset=128", "--set", "train.epochs=1",
@@ -298,10 +300,13 @@ def cmd_run(args):
     todo = [(r, s) for r in rows if r not in refused for s in range(ROW[r][3])
             if load_record(r, s) is None and (seeds is None or s in seeds)]
     alone = ("bench", "tta")  # timed with the whole machine, one at a time, after the rest
-    bench = [t for t in todo if ROW[t[0]][2] in alone]
-    train = [t for t in todo if ROW[t[0]][2] not in alone]
     done = sum(load_record(r, s) is not None for r in rows for s in range(ROW[r][3]))
     print("reproduce.py: %d runs to do (%d recorded already)" % (len(todo), done), flush=True)
+    return (refused, [t for t in todo if ROW[t[0]][2] in alone], [t for t in todo if ROW[t[0]][2] not in alone])
+
+
+def cmd_run(args):
+    refused, bench, train = plan_run(args)
     lock = threading.Lock()
 
     def go(t):
