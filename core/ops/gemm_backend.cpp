@@ -5,6 +5,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -77,7 +78,13 @@ void sgemm_with(GemmBackend backend, bool ta, bool tb, int64_t m, int64_t n, int
 void sgemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   count_gemm_call();
+  if (!gemm_timing_on()) {
+    sgemm_with(gemm_backend(), ta, tb, m, n, k, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
   sgemm_with(gemm_backend(), ta, tb, m, n, k, A, lda, B, ldb, beta, C, ldc);
+  count_gemm_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
 }
 
 }  // namespace detail

@@ -10,6 +10,7 @@
 #include "app_testing.h"
 #include "core/flops.h"
 #include "core/ops.h"
+#include "core/parallel.h"
 #include "testing.h"
 #include "train/bench/benchmark.h"
 
@@ -178,6 +179,25 @@ TEST_CASE("bench: a model bench reports consistent rates") {
   // At least the forward's per-head products: q k^T or k^T v and its product with q or v, 2 heads x 4 images.
   CHECK(r.train_gemm_calls >= 2 * 2 * 4);
   CHECK(to_json(r)["train_gemm_calls"] == r.train_gemm_calls);
+  // The time inside the library's calls: some, and not more than the threads could spend in a
+  // step (a separate step, so a slack of 4 over the median's).
+  CHECK(r.train_gemm_ms > 0);
+  CHECK(r.train_gemm_ms <= 4 * r.train_step_ms * num_threads());
+}
+
+TEST_CASE("bench: the GEMM library's time is counted only while a GemmTiming lives") {
+  Tensor a = randn({64, 64}), b = randn({64, 64});
+  const int64_t before = gemm_ns();
+  matmul(a, b);
+  CHECK(gemm_ns() == before);
+  {
+    GemmTiming timing;
+    matmul(a, b);
+  }
+  const int64_t timed = gemm_ns();
+  CHECK(timed > before);
+  matmul(a, b);
+  CHECK(gemm_ns() == timed);
 }
 
 TEST_CASE("bench: GEMM calls per step count the library's calls, per head and per iteration") {
