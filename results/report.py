@@ -62,11 +62,14 @@ class Table:
         if not recs:
             return "not run"
         failed = [r for r in recs if r.get("exit_code")]
+        outcomes = ", ".join("seed %s %s" % (r.get("seed", "?"), "diverged" if r.get("diverged") else "failed")
+                             for r in failed)
         if failed and not self.top1(row):
-            r = failed[0]
-            return ("diverged: " if r.get("diverged") else "failed: ") + r.get("error", "")
+            return "%s (%d of %d seeds): %s" % (outcomes, len(recs), want, failed[0].get("error", ""))
         s = fmt_mean(self.top1(row))
-        if len(recs) < want:
+        if failed:  # the mean is of the seeds that finished; the others are named, not dropped
+            s += " (%d of %d seeds finished; %s)" % (len(self.top1(row)), want, outcomes)
+        elif len(recs) < want:
             s += " (%d of %d seeds)" % (len(recs), want)
         return s
 

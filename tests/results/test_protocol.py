@@ -384,6 +384,19 @@ line = report.heatmap_tally_lines(tally)[0]
 check("a 3 of 4; b 1 of 2 (earlier checkpoint); c 1 of 2 (earlier checkpoint)" in line
       and "final run (1 of 3 rows): 3 of 4; over every panel above: 5 of 8" in line, "heatmap tally line: " + line)
 
+# A claim cell names the seeds that diverged or failed beside the mean of those that finished (claim 4's
+# "none" may diverge on one seed only), and says how many when none finished.
+def cell_of(*recs, want=2):
+    t = report.Table("", [("r", "", "fixed", want)], lambda row, seed: recs[seed] if seed < len(recs) else None)
+    return t.cell("r")
+ok = {"seed": 0, "exit_code": 0, "top1": 90.0}
+nan = {"seed": 1, "exit_code": 1, "diverged": True, "error": "step 9: the loss is not finite (nan)"}
+check(cell_of(ok, nan) == "90.00 (1 of 2 seeds finished; seed 1 diverged)", "one diverged: " + cell_of(ok, nan))
+check(cell_of(dict(nan, seed=0), nan) == "seed 0 diverged, seed 1 diverged (2 of 2 seeds): step 9: the loss is not finite (nan)",
+      "both diverged: " + cell_of(dict(nan, seed=0), nan))
+check(cell_of(ok, dict(ok, seed=1, top1=91.0)) == "90.50 ± 0.71" and cell_of(ok) == "90.00 (1 of 2 seeds)",
+      "finished: %s / %s" % (cell_of(ok, dict(ok, seed=1, top1=91.0)), cell_of(ok)))
+
 for stop_signal in (signal.SIGTERM, signal.SIGINT):
     with tempfile.TemporaryDirectory() as d:
         stopped_launcher(d, stop_signal)
