@@ -126,10 +126,10 @@ int run_model(int argc, const char* const* argv) {
   std::printf("  training step (fwd+bwd+AdamW)  %9.2f ms  %9.1f img/s  %7.2f GFLOP/s in GEMMs (%.0f%% of SGEMM peak %.1f)\n",
               r.train_step_ms, r.train_img_per_s, r.train_gflop_per_s,
               100.0 * r.train_gflop_per_s / r.sgemm_peak_gflop_per_s, r.sgemm_peak_gflop_per_s);
-  std::printf("    GEMM library calls per step  %9lld (%.0f multiply-adds each on average), %.2f ms inside them"
-              " (summed over threads)\n",
+  std::printf("    GEMM library calls per step  %9lld (%.0f multiply-adds each on average); %.2f ms inside them"
+              " (summed over threads) in a step of %.2f ms timed call by call\n",
               (long long)r.train_gemm_calls, r.train_gemm_calls ? r.train_gemm_gflop * 1e9 / 2 / double(r.train_gemm_calls) : 0.0,
-              r.train_gemm_ms);
+              r.train_gemm_ms, r.timed_step_ms);
   std::printf("  inference (%s)                %9.2f ms  %9.1f img/s  %7.2f GFLOP/s in GEMMs (%.0f%% of SGEMM peak)\n",
               r.precision.c_str(), r.infer_ms, r.infer_img_per_s, r.infer_gflop_per_s,
               100.0 * r.infer_gflop_per_s / r.sgemm_peak_gflop_per_s);

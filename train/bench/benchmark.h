@@ -86,6 +86,7 @@ struct ModelBenchResult {
   double train_gflop_per_s = 0.0;
   int64_t train_gemm_calls = 0;  // the GEMM library's calls in one training step (core/flops.h)
   double train_gemm_ms = 0.0;     // the time inside them, summed over threads, in a step of its own
+  double timed_step_ms = 0.0;     // that step's wall time (the clock reads around each call slow it)
   // GEMM work of one inference forward at `batch`, counted on the float32 model (the same products
   // at every precision), and that work over infer_ms: against the SGEMM peak, how close the
   // forward comes to running nothing but GEMMs at the library's best speed.
