@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (tests/fuzz/CMakeLists.txt, clang + ASan + UBSan), replays
 # every saved crash under regressions/<harness>/, then fuzzes each harness for a fixed time
-# from its seed corpus (corpus/<harness>/). Any finding fails: a crash, a sanitizer report,
+# from its seed corpus (corpus/<harness>/), one harness per core at a time. Any finding fails: a crash, a sanitizer report,
 # a leak, an exception other than sima::Error, an input running over 10 s, a single
 # allocation over 1 GB or a process over 2 GB.
 #
@@ -61,10 +61,9 @@ dict() {
     pth) echo "-dict=$here/dict/pth.dict" ;; esac
 }
 
-status=0
-for h in "${harnesses[@]}"; do
-  bin="$build/fuzz_$h"
-  mkdir -p "$build/artifacts"
+fuzz_one() {  # $1: a harness. Replays its saved findings, then fuzzes it; prints one report
+  local h="$1" bin="$build/fuzz_$1" log="$build/fuzz_$1.log" found n runs cov took
+  local fixed_layout=() mode=()
   # 1. the saved findings, each must now run clean
   if [ -d "$here/regressions/$h" ] && [ -n "$(ls -A "$here/regressions/$h")" ]; then
     n=$(ls "$here/regressions/$h" | wc -l)
@@ -73,14 +72,11 @@ for h in "${harnesses[@]}"; do
     else
       tail -n 40 "$build/replay_$h.log"
       echo "FAIL $h: a saved finding under tests/fuzz/regressions/$h fails again ($build/replay_$h.log)"
-      status=1
-      continue
+      return 1
     fi
   fi
   # 2. fuzz from the seeds: for a fixed time (exploring, also from what earlier runs found)
   #    or for a fixed number of inputs from a fixed seed (--ci; the time is only a cap)
-  log="$build/fuzz_$h.log"
-  fixed_layout=()
   if [ $ci = 1 ]; then
     found="$build/ci_corpus/$h"
     rm -rf "$found"
@@ -88,7 +84,6 @@ for h in "${harnesses[@]}"; do
     if setarch "$(uname -m)" -R true 2>/dev/null; then fixed_layout=(setarch "$(uname -m)" -R); fi
   else
     found="$build/corpus/$h"
-    mode=()
   fi
   mkdir -p "$found"
   if "${fixed_layout[@]}" "$bin" "${limits[@]}" "${mode[@]}" -max_total_time="$seconds" -max_len="$(max_len "$h")" $(dict "$h") \
@@ -101,7 +96,23 @@ for h in "${harnesses[@]}"; do
   else
     grep -E 'ERROR|SUMMARY|runtime error|Test unit written|==[0-9]+==|error' "$log" | head -n 20 || tail -n 20 "$log"
     echo "FAIL $h: libFuzzer found an input that fails (log: $log)"
-    status=1
+    return 1
   fi
+}
+
+# The harnesses run side by side, one per core (each is one single-threaded process, and a
+# --ci harness's inputs do not depend on what runs beside it); their reports print in order.
+mkdir -p "$build/artifacts" "$build/reports"
+slots="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"  # nproc alone obeys OMP_NUM_THREADS=1 above
+for h in "${harnesses[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$slots" ]; do wait -n || true; done
+  rm -f "$build/reports/$h.status"
+  ( r=0; fuzz_one "$h" || r=1; echo $r > "$build/reports/$h.status" ) > "$build/reports/$h.txt" 2>&1 &
+done
+wait
+status=0
+for h in "${harnesses[@]}"; do
+  cat "$build/reports/$h.txt"
+  [ "$(cat "$build/reports/$h.status" 2>/dev/null)" = 0 ] || status=1
 done
 exit $status

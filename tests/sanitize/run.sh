@@ -10,7 +10,7 @@
 set -euo pipefail
 src="$(cd "$(dirname "$0")/../.." && pwd)"
 dir="${1:-$src/build-asan}"
-jobs="$(nproc)"
+jobs="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"  # nproc alone obeys OMP_NUM_THREADS
 
 cmake -S "$src" -B "$dir" -DSIMA_SANITIZE=ON >/dev/null
 cmake --build "$dir" -j"$jobs"
@@ -24,4 +24,4 @@ export LSAN_OPTIONS="suppressions=$src/tests/sanitize/lsan.supp:print_suppressio
 # OpenMP under ASan: two threads, so the parallel paths run too (the tests set the same).
 export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive
 
-ctest --test-dir "$dir" -L 'core|nn|data' --output-on-failure
+ctest --test-dir "$dir" -L 'core|nn|data' -j"$jobs" --output-on-failure
