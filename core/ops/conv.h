@@ -15,6 +15,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor conv2d_depthwise_channels_last(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
                                       int stride = 1, int padding = 0);
 
+// SOFT's depthwise conv of v over the heads: x (B, h, H·W, d), weight (h, 1, kh, kw), stride 1
+// -> (B, h, Ho·Wo, d). The same function as permuting x to (B·d, h, H, W), conv2d with
+// groups = h and permuting back (y and dx bit for bit), without the permutes (conv_depthwise_heads.cpp).
+Tensor conv2d_depthwise_heads(const Tensor& x, const Tensor& weight, int64_t H, int64_t W, int padding);
+
 // F.avg_pool2d with count_include_pad=True; stride 0 means stride = kernel.
 Tensor avg_pool2d(const Tensor& x, int kernel, int stride = 0, int padding = 0);
 

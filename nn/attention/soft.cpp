@@ -386,9 +386,14 @@ Tensor SoftAttention::landmarks(const Tensor& qs, int64_t H, int64_t W) const {
 Tensor SoftAttention::conv_v(const Tensor& v, int64_t H, int64_t W) const {
   const int64_t B = v.size(0), h = v.size(1), N = v.size(2), d = v.size(3), n_extra = N - H * W;
   Tensor grid = n_extra == 0 ? v : narrow(v, 2, n_extra, H * W);
-  // (B, h, H·W, d) -> (B, d, h, H·W) -> (B·d, h, H, W): the heads are the conv's channels
-  Tensor img = reshape(permute(grid, {0, 3, 1, 2}), {B * d, h, H, W});
-  Tensor y = permute(reshape(v_conv->forward(img), {B, d, h, H * W}), {0, 2, 3, 1});  // (B, h, H·W, d)
+  Tensor y;
+  if (v_conv->lowp && !needs_grad(grid, v_conv->weight)) {  // oneDNN's conv (--precision): NCHW
+    // (B, h, H·W, d) -> (B, d, h, H·W) -> (B·d, h, H, W): the heads are the conv's channels
+    Tensor img = reshape(permute(grid, {0, 3, 1, 2}), {B * d, h, H, W});
+    y = permute(reshape(v_conv->forward(img), {B, d, h, H * W}), {0, 2, 3, 1});  // (B, h, H·W, d)
+  } else {  // the same conv with the d features innermost, no permutes (core/ops/conv_depthwise_heads.cpp)
+    y = conv2d_depthwise_heads(grid, v_conv->weight, H, W, v_conv->padding);
+  }
   return n_extra == 0 ? y : cat({narrow(v, 2, 0, n_extra), y}, 2);
 }
 

@@ -167,6 +167,68 @@ TEST_CASE("conv2d_depthwise_channels_last == permute, depthwise conv2d, permute 
             .find("larger than the padded input") != std::string::npos);
 }
 
+// conv2d_depthwise_heads's oracle: SOFT's original path, (B, h, H·W, d) -> (B·d, h, H, W), conv2d, back.
+static Tensor heads_by_permutes(const Tensor& x, const Tensor& w, int64_t H, int64_t W, int p) {
+  const int64_t B = x.size(0), h = x.size(1), d = x.size(3);
+  Tensor y = conv2d(reshape(permute(x, {0, 3, 1, 2}), {B * d, h, H, W}), w, Tensor(), 1, p, int(h));
+  return permute(reshape(y, {B, d, h, y.size(2) * y.size(3)}), {0, 2, 3, 1});
+}
+
+TEST_CASE("conv2d_depthwise_heads == permute, depthwise conv2d, permute back (y, dx bit for bit), gradcheck") {
+  struct Case { int64_t B, h, H, W, d, k; int p; };
+  const Case cases[] = {
+      {3, 4, 7, 7, 16, 3, 1},  // the study's SOFT DeiT (d = 16: whole vectors)
+      {2, 3, 5, 6, 5, 5, 2},   // H != W, d not a multiple of the vector width, k = 5
+      {2, 2, 4, 4, 1, 1, 0},   // d = 1, 1x1
+      {1, 2, 2, 2, 3, 3, 1},   // the kernel larger than the grid: most taps fall on padding
+      {2, 2, 5, 4, 4, 3, 0},   // no padding: the output grid shrinks to 3x2
+  };
+  uint64_t seed = 500;
+  for (const Case& c : cases) {
+    CAPTURE(c.H);
+    CAPTURE(c.W);
+    CAPTURE(c.d);
+    CAPTURE(c.k);
+    Tensor x = randn_leaf({c.B, c.h, c.H * c.W, c.d}, seed++);
+    Tensor w = randn_leaf({c.h, 1, c.k, c.k}, seed++);
+    const int64_t H = c.H, W = c.W;
+    const int p = c.p;
+    auto fused = [=](auto& v) { return conv2d_depthwise_heads(v[0], v[1], H, W, p); };
+    auto composed = [=](auto& v) { return heads_by_permutes(v[0], v[1], H, W, p); };
+    // y and dx bit for bit (the weight frozen); dw in the same order, but the NCHW kernel's
+    // products are rounded before the adds where this one fuses them, so to the last bits only
+    check_same(fused, composed, {x, w.detach()}, Tolerance{0.f, 0.f});
+    check_same(fused, composed, {x, w}, Tolerance{1e-5f, 1e-5f});
+    CHECK_GRADCHECK([=](const std::vector<Tensor>& v) { return conv2d_depthwise_heads(v[0], v[1], H, W, p); },
+                    std::vector<Tensor>{x, w});
+  }
+  // only the input, then only the weight, requires grad
+  Tensor x = randn_leaf({2, 2, 9, 3}, 520), wf = randn_leaf({2, 1, 3, 3}, 521, false);
+  CHECK_GRADCHECK([](const std::vector<Tensor>& v) { return conv2d_depthwise_heads(v[0], v[1], 3, 3, 1); },
+                  std::vector<Tensor>{x, wf});
+  CHECK_FALSE(wf.grad().defined());
+  Tensor xf = randn_leaf({2, 2, 9, 3}, 522, false), w = randn_leaf({2, 1, 3, 3}, 523);
+  CHECK_GRADCHECK([](const std::vector<Tensor>& v) { return conv2d_depthwise_heads(v[0], v[1], 3, 3, 1); },
+                  std::vector<Tensor>{xf, w});
+  CHECK_FALSE(xf.grad().defined());
+  // the weight gradient sums over the batch inside one head's task: the same bits at 1 and 2 threads
+  auto weight_grad = [&](int threads) {
+    const int before = num_threads();
+    set_num_threads(threads);
+    Tensor xb = randn_leaf({9, 4, 49, 16}, 530), wb = randn_leaf({4, 1, 3, 3}, 531);
+    sum(conv2d_depthwise_heads(xb, wb, 7, 7, 1)).backward();
+    set_num_threads(before);
+    return wb.grad();
+  };
+  CHECK(max_abs_diff(weight_grad(1), weight_grad(2)) == 0.f);
+  CHECK(error_message([] { conv2d_depthwise_heads(randn({1, 3, 4, 2}), randn({4, 1, 3, 3}), 2, 2, 1); })
+            .find("must be (B, h, H·W, d)") != std::string::npos);
+  CHECK(error_message([] { conv2d_depthwise_heads(randn({1, 3, 5, 2}), randn({3, 1, 3, 3}), 2, 2, 1); })
+            .find("has not H·W = 2·2 tokens") != std::string::npos);
+  CHECK(error_message([] { conv2d_depthwise_heads(randn({1, 3, 4, 2}), randn({3, 1, 5, 5}), 2, 2, 1); })
+            .find("larger than the padded grid") != std::string::npos);
+}
+
 TEST_CASE("avg_pool2d: values, gradcheck") {
   Tensor x = arange(16.f);
   Tensor x4 = from_vector(to_vector(add(x, 1.f)), {1, 1, 4, 4});

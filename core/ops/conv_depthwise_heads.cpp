@@ -1,0 +1,112 @@
+// Depthwise conv2d over the heads of multi-head tokens: x (B, h, H·W, d) -> y (B, h, Ho·Wo, d).
+//
+// SOFT's DWConv of v (nn/attention/soft.cpp) makes each head a channel of an H×W image and
+// each of a head's d features a separate image that shares the head's k×k filter. The
+// official code permutes v to (B·d, h, H, W), runs a depthwise conv2d and permutes back;
+// here the d features stay innermost, so no permute is needed and for one tap and one output
+// row the inner loop runs over (ow1 − ow0)·d contiguous floats (d = 16 in the study's models,
+// where the NCHW kernel's rows are 7 floats). With stride 1 and p the padding:
+//   y[b, c, oh·Wo + ow, e] = Σ_(i,j) w[c, 0, i, j] · x[b, c, (oh − p + i)·W + ow − p + j, e]
+// Backward:
+//   dx[b, c, ih·W + iw, e] += w[c, i, j] · dy[b, c, oh·Wo + ow, e]   (ih = oh − p + i, iw = ow − p + j)
+//   dw[c, i, j]             = Σ_(b, e) Σ_(oh, ow) dy[b, c, oh·Wo + ow, e] · x[b, c, ih·W + iw, e]
+// Every sum runs in the order of conv_depthwise.cpp on the permuted tensor (the taps in
+// (i, j) order; dw over the images b·d + e in order, each image's (oh, ow) sum added whole),
+// so y and dx equal the permute, conv2d, permute path bit for bit (tests/core/test_conv.cpp).
+// dw agrees to the last bits only: GCC compiles that kernel's (oh, ow) sum as rounded products
+// added in order (vmulps, then vaddss) and this one's as fused multiply-adds.
+#include <algorithm>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/ops/conv.h"
+#include "core/ops/conv_kernels.h"
+#include "core/parallel.h"
+
+namespace sima {
+
+Tensor conv2d_depthwise_heads(const Tensor& x, const Tensor& w, int64_t H, int64_t W, int padding) {
+  check(x.dim() == 4 && w.dim() == 4 && w.size(0) == x.size(1) && w.size(1) == 1,
+        "conv2d_depthwise_heads: x ", x.shape(), " must be (B, h, H·W, d) and weight ", w.shape(), " (h, 1, kh, kw)");
+  check(H >= 1 && W >= 1 && x.size(2) == H * W, "conv2d_depthwise_heads: x ", x.shape(), " has not H·W = ", H,
+        "·", W, " tokens");
+  check(padding >= 0, "conv2d_depthwise_heads: padding must be >= 0");
+  const int64_t B = x.size(0), C = x.size(1), d = x.size(3), kh = w.size(2), kw = w.size(3), p = padding;
+  const int64_t Ho = H + 2 * p - kh + 1, Wo = W + 2 * p - kw + 1, K = kh * kw;
+  check(Ho >= 1 && Wo >= 1, "conv2d_depthwise_heads: kernel ", kh, "x", kw, " larger than the padded grid ", H, "x",
+        W);
+  const int64_t HWi = H * W * d, HWo = Ho * Wo * d;  // floats per (b, c) plane
+  Tensor y = zeros(Shape{B, C, Ho * Wo, d});
+  const float *px = x.data(), *pw = w.data();
+  float* py = y.data();
+  // One (b, c) plane per task; for each tap, each valid output row is one flat axpy.
+  parallel_for(B * C, grain_for(kGrainElementwise, HWo * K), [&](int64_t p0, int64_t p1) {
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      const float* xp = px + pl * HWi;
+      float* yp = py + pl * HWo;
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j) {
+          const float wv = pw[(pl % C) * K + i * kw + j];
+          int64_t oh0, oh1, ow0, ow1;
+          valid_range(i - p, 1, H, Ho, oh0, oh1);
+          valid_range(j - p, 1, W, Wo, ow0, ow1);
+          const int64_t n = (ow1 - ow0) * d;
+          for (int64_t oh = oh0; oh < oh1; ++oh) {
+            const float* xr = xp + ((oh - p + i) * W + ow0 - p + j) * d;
+            float* yr = yp + (oh * Wo + ow0) * d;
+            for (int64_t t = 0; t < n; ++t) yr[t] += wv * xr[t];
+          }
+        }
+    }
+  });
+
+  if (needs_grad(x, w))
+    attach_grad_fn(y, "conv2d_depthwise_heads", {x, w},
+                   [xs = x.detach(), ws = w.detach(), B, C, d, H, W, Ho, Wo, kh, kw, K, p, HWi, HWo,
+                    rx = x.requires_grad(), rw = w.requires_grad()](const Tensor& gy) -> Grads {
+      // gy (B, h, Ho·Wo, d). One head per task, as conv_depthwise.cpp: dw[c] sums over the
+      // batch inside the task, in order, and dx[b, c] is only written by head c's task.
+      Tensor gx = rx ? zeros(xs.shape()) : Tensor();
+      Tensor gw = rw ? zeros(ws.shape()) : Tensor();
+      const float *px = xs.data(), *pw = ws.data(), *pg = gy.data();
+      parallel_for(C, grain_for(kGrainElementwise, B * HWo * K), [&](int64_t c0, int64_t c1) {
+        std::vector<float> part(static_cast<size_t>(d));  // one (oh, ow) sum per feature e
+        for (int64_t c = c0; c < c1; ++c)
+          for (int64_t b = 0; b < B; ++b) {
+            const int64_t pl = b * C + c;
+            const float* gp = pg + pl * HWo;
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                int64_t oh0, oh1, ow0, ow1;
+                valid_range(i - p, 1, H, Ho, oh0, oh1);
+                valid_range(j - p, 1, W, Wo, ow0, ow1);
+                const float wv = pw[c * K + i * kw + j];
+                const int64_t n = (ow1 - ow0) * d;
+                std::fill(part.begin(), part.end(), 0.f);
+                for (int64_t oh = oh0; oh < oh1; ++oh) {
+                  const int64_t at = ((oh - p + i) * W + ow0 - p + j) * d;
+                  const float* gr = gp + (oh * Wo + ow0) * d;
+                  if (rw) {
+                    const float* xr = px + pl * HWi + at;
+                    for (int64_t ow = 0; ow < ow1 - ow0; ++ow)
+                      for (int64_t e = 0; e < d; ++e) part[size_t(e)] += gr[ow * d + e] * xr[ow * d + e];
+                  }
+                  if (rx) {
+                    float* dr = gx.data() + pl * HWi + at;
+                    for (int64_t t = 0; t < n; ++t) dr[t] += wv * gr[t];
+                  }
+                }
+                if (rw) {
+                  float* dw = gw.data() + c * K + i * kw + j;
+                  for (int64_t e = 0; e < d; ++e) *dw += part[size_t(e)];
+                }
+              }
+          }
+      });
+      return {gx, gw};
+    });
+  return y;
+}
+
+}  // namespace sima
