@@ -47,22 +47,32 @@ struct FeatureParams {
 
 // F = r·(exp(s·x Wᵀ − h − c) + eps) for one pair's x (N, d) into F (N, m); c per row
 // (queries) or one for the pair (keys). Returns the exp() evaluations (N·m).
+// max(x[0..n)), or -inf for n = 0, in kLanes running maxima that vectorise (a max is exact, so
+// the order does not change the result: for finite x, the value std::max_element finds).
+float max_of(const float* x, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  float lane[kLanes];
+  std::fill(lane, lane + kLanes, -std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] = std::max(lane[l], x[i + l]);
+  for (; i < n; ++i) lane[0] = std::max(lane[0], x[i]);
+  return *std::max_element(lane, lane + kLanes);
+}
+
 int64_t feature_map(const float* x, const float* W, bool is_query, const FeatureParams& p, float* F) {
   const int64_t N = p.N, m = p.m, d = p.d;
+  const float s = p.s, r = p.r, eps = p.eps;  // locals: F's stores cannot alias them
   gemm(false, true, N, m, d, x, W, 0.f, F);  // x Wᵀ   (N, m)
-  float c_all = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < N * m; ++i) {
-    F[i] *= p.s;
-    c_all = std::max(c_all, F[i]);
-  }
+  for (int64_t i = 0; i < N * m; ++i) F[i] *= s;
+  const float c_all = is_query ? 0.f : max_of(F, N * m);
   for (int64_t i = 0; i < N; ++i) {
     float* Fi = F + i * m;
     float sq = 0.f;
     for (int64_t c = 0; c < d; ++c) sq += x[i * d + c] * x[i * d + c];
-    const float h = 0.5f * p.s * p.s * sq;
-    float c = c_all;
-    if (is_query) c = *std::max_element(Fi, Fi + m);
-    for (int64_t l = 0; l < m; ++l) Fi[l] = p.r * (exp_fast(Fi[l] - h - c) + p.eps);
+    const float h = 0.5f * s * s * sq;
+    const float c = is_query ? max_of(Fi, m) : c_all;
+    for (int64_t l = 0; l < m; ++l) Fi[l] = r * (exp_fast(Fi[l] - h - c) + eps);
   }
   return N * m;
 }
