@@ -20,6 +20,7 @@
 #include "nn/attention/variants.h"
 #include "train/bench/benchmark.h"
 #include "train/config/cli.h"
+#include "sima_version.h"  // generated at build time: SIMA_VERSION_STRING
 
 namespace {
 
@@ -35,6 +36,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 
 int run_attention(int argc, const char* const* argv) {
   Cli cli("sima-bench attention", "Forward and forward+backward time of one attention block per variant.");
+  cli.version(SIMA_VERSION_STRING);
   cli.flag("n", "N", "tokens", false, "256");
   cli.flag("dim", "D", "model width C (heads x head width)", false, "512");
   cli.flag("heads", "H", "heads", false, "8");
@@ -90,6 +92,7 @@ int run_attention(int argc, const char* const* argv) {
 
 int run_model(int argc, const char* const* argv) {
   Cli cli("sima-bench model", "Training-step and inference speed of a model, against the machine's SGEMM peak.");
+  cli.version(SIMA_VERSION_STRING);
   cli.flag("model", "NAME|JSON", "a registry name or a model JSON object", true);
   cli.flag("batch", "B", "batch size", false, "64");
   cli.flag("img", "S", "image size (default: the model's)", false, "0");
@@ -144,12 +147,17 @@ int main(int argc, char** argv) {
   sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
   const std::string usage =
       "usage: sima-bench attention [flags]   one attention block per variant (--help for flags)\n"
-      "       sima-bench model [flags]       a model's training step and inference (--help for flags)\n";
+      "       sima-bench model [flags]       a model's training step and inference (--help for flags)\n"
+      "       sima-bench --version           the version and the commit it was built from\n";
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::cout << usage;
     return argc < 2 ? 2 : 0;
   }
   const std::string cmd = argv[1];
+  if (cmd == "--version") {
+    std::cout << "sima-bench " << SIMA_VERSION_STRING << "\n";
+    return 0;
+  }
   try {
     if (cmd == "attention") return run_attention(argc - 1, argv + 1);
     if (cmd == "model") return run_model(argc - 1, argv + 1);

@@ -29,6 +29,7 @@
 #include "models/upstream.h"
 #include "models/upstream_export.h"
 #include "train/config/cli.h"
+#include "sima_version.h"  // generated at build time: SIMA_VERSION_STRING
 
 using namespace sima;
 
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
   sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
   Cli cli("sima-convert", "Converts a torch.save checkpoint (official SimA, timm DeiT/XCiT, Microsoft CvT) to safetensors, "
                           "or with --to one of ours back to a .pth.");
+  cli.version(SIMA_VERSION_STRING);
   cli.flag("in", "PATH", ".pth file written by torch.save (with --to: our model.safetensors)", /*required=*/true);
   cli.flag("out", "PATH", "model.safetensors to write (with --to: the .pth)", /*required=*/true);
   cli.flag("from", "official|timm|cvt", "upstream layout (default: detected from the tensor names)");

@@ -32,6 +32,7 @@
 #include "train/config/transforms_factory.h"
 #include "train/eval/evaluate.h"
 #include "train/eval/feature_eval_run.h"
+#include "sima_version.h"  // generated at build time: SIMA_VERSION_STRING
 
 namespace {
 
@@ -276,6 +277,7 @@ int main(int argc, char** argv) {
   Cli cli("sima-eval",
           "Evaluates a checkpoint on a dataset split, classifies images with it, or evaluates its frozen features "
           "(--knn, --linear-probe).");
+  cli.version(SIMA_VERSION_STRING);
   declare_flags(cli);
   if (!cli.parse(argc, argv)) return cli.exit_code();
   set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));

@@ -21,6 +21,7 @@
 #include "train/config/cli.h"
 #include "train/eval/evaluate.h"
 #include "train/viz/attention_heatmap.h"
+#include "sima_version.h"  // generated at build time: SIMA_VERSION_STRING
 
 using namespace sima;
 
@@ -108,6 +109,7 @@ HeatmapOptions options_from(const Cli& cli) {
 int main(int argc, char** argv) {
   sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
   Cli cli("sima-heatmap", "Q̂/K̂ norm saliency maps of an attention layer (SimA paper, Fig. 3), per image.");
+  cli.version(SIMA_VERSION_STRING);
   declare_flags(cli);
   if (!cli.parse(argc, argv)) return cli.exit_code();
   set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));

@@ -28,6 +28,7 @@
 #include "train/objectives/dino_trainer.h"
 #include "train/loop/stop_signals.h"
 #include "train/objectives/trainer.h"
+#include "sima_version.h"  // generated at build time: SIMA_VERSION_STRING
 
 namespace {
 const std::atomic<bool>* g_stop = nullptr;  // set by SIGINT / SIGTERM (train/loop/stop_signals.h)
@@ -147,6 +148,7 @@ int main(int argc, char** argv) {
   }
   Comm& comm = world();
   Cli cli("sima-train", "Trains a model from a JSON experiment config.");
+  cli.version(SIMA_VERSION_STRING);
   declare_flags(cli);
   if (!cli.parse(argc, argv)) return cli.exit_code();
   set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));

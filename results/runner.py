@@ -37,6 +37,18 @@ def git_commit():
         return "unknown"
 
 
+def binary_version(bin_dir):
+    """`sima-train --version` of the binaries the runs use (bin_dir): the version and the commit they
+    were built from, which can differ from the checkout's `commit` (SIMA_BIN_DIR). None for a build
+    older than the flag."""
+    try:
+        r = subprocess.run([os.path.join(bin_dir, "sima-train"), "--version"], capture_output=True, text=True,
+                           timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
+
+
 def shell_line(argv):
     """The command as a user would type it from the repository root."""
     out = []

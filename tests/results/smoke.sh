@@ -36,6 +36,8 @@ for r in e50_deit_sima dino_xcit_sima; do
   [ "$(ls "$dir/png/heatmaps/$r" | grep -c '_panel\.png$')" = 3 ] || fail "$r: not 3 panels"
 done
 grep -q '"exit_code": 0' "$dir/records/cvt_sima/s0.json" || fail "the final training run failed"
+grep -q '"binary": "sima-train [0-9.]* (' "$dir/records/cvt_sima/s0.json" \
+  || fail "the record does not name the binaries' version (sima-train --version)"
 grep -q '"test_top1"' "$dir/records/cvt_sima/s0.json" || fail "the final run did not evaluate the test set"
 for r in cvt_sima e50_deit_sima; do
   $py -c 'import json, sys; r = json.load(open(sys.argv[1])); s = r["sittings"]

@@ -331,6 +331,7 @@ def stopped_launcher(d, stop_signal):
                "def stop(*_):\n    open(os.environ['FAKE_MARK'] + '.term', 'w').close()\n    sys.exit(130)\n"
                "def interrupted(*_):\n    open(os.environ['FAKE_MARK'] + '.int', 'w').close()\n"
                "signal.signal(signal.SIGTERM, stop)\nsignal.signal(signal.SIGINT, interrupted)\n"
+               "if sys.argv[1:] == ['--version']:\n    print('sima-train 0.0.0 (fake)')\n    sys.exit(0)\n"
                "open(os.environ['FAKE_MARK'], 'w').close()\n"
                "end = time.time() + 90\nwhile time.time() < end:\n    sum(range(10000))\n"  # burns CPU until stopped
                % sys.executable)

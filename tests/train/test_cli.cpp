@@ -137,6 +137,55 @@ TEST_CASE("cli: --help prints every flag to stdout, returns false with exit code
   CHECK(parse(cli2, {"--json", "-h"}).exit_code == 0);
 }
 
+TEST_CASE("cli: --version prints the program and its version when one is set, else it is unknown") {
+  Cli cli = make_cli();
+  cli.version("1.2.3 (abc1234)");
+  Parsed p = parse(cli, {"--version"});  // even without the required --checkpoint
+  CHECK(!p.ok);
+  CHECK(p.exit_code == 0);
+  CHECK(p.err.empty());
+  CHECK(p.out == "prog 1.2.3 (abc1234)\n");
+  CHECK(cli.usage().find("  --version   ") != std::string::npos);
+  Cli plain = make_cli();
+  Parsed q = parse(plain, {"--version"});
+  CHECK(q.exit_code == 2);
+  CHECK(q.err == "prog: error: unknown flag --version (try --help)\n");
+  CHECK(plain.usage().find("--version") == std::string::npos);
+}
+
+// "<program> <major.minor.patch> (<7 hex digits>[-dirty] | unknown commit)\n"
+static bool is_version_line(const std::string& out, const std::string& program) {
+  const std::string head = program + " ";
+  if (out.rfind(head, 0) != 0 || out.empty() || out.back() != '\n') return false;
+  const std::string rest = out.substr(head.size(), out.size() - head.size() - 1);
+  const size_t open = rest.find(" (");
+  if (open == std::string::npos || rest.back() != ')') return false;
+  const std::string number = rest.substr(0, open), commit = rest.substr(open + 2, rest.size() - open - 3);
+  if (std::count(number.begin(), number.end(), '.') != 2 ||
+      number.find_first_not_of("0123456789.") != std::string::npos)
+    return false;
+  if (commit == "unknown commit") return true;
+  const std::string hash = commit.size() == 13 && commit.substr(7) == "-dirty" ? commit.substr(0, 7) : commit;
+  return hash.size() == 7 && hash.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+TEST_CASE("every app answers --version with its version and the commit it was built from") {
+  for (const char* app : {"sima-train", "sima-eval", "sima-heatmap", "sima-convert", "sima-bench"}) {
+    Run r = run_app(std::string(app) + " --version");
+    CAPTURE(app);
+    CHECK(r.status == 0);
+    CHECK(r.err.empty());
+    CHECK_MESSAGE(is_version_line(r.out, app), "not a version line: '" << r.out << "'");
+  }
+  Run sub = run_app("sima-bench model --version");
+  CHECK(sub.status == 0);
+  CHECK(is_version_line(sub.out, "sima-bench model"));
+  CHECK(is_version_line("sima-x 0.1.0 (8502fc6-dirty)\n", "sima-x"));
+  CHECK(is_version_line("sima-x 0.1.0 (unknown commit)\n", "sima-x"));
+  CHECK_FALSE(is_version_line("sima-x 0.1.0\n", "sima-x"));
+  CHECK_FALSE(is_version_line("sima-x 0.1.0 (85xz)\n", "sima-x"));
+}
+
 TEST_CASE("cli: each error is one line naming the flag, parse false, exit code 2") {
   struct Case {
     std::vector<std::string> args;

@@ -62,6 +62,12 @@ bool Cli::parse(int argc, const char* const* argv) {
       exit_code_ = 0;
       return false;
     }
+    if (arg == "--version" && !version_.empty()) {
+      std::cout << program_ << " " << version_ << "\n";
+      std::cout.flush();
+      exit_code_ = 0;
+      return false;
+    }
     if (!starts_with_dashes(arg) || arg == "--") return error("unexpected argument '" + arg + "'");
     // --name or --name=value
     const size_t eq = arg.find('=');
@@ -127,7 +133,7 @@ std::string Cli::usage() const {
     column += 1 + item.size();
   }
   out += "\n\n" + description_ + "\n\nflags:\n";
-  size_t width = std::string("--help").size();
+  size_t width = std::string(version_.empty() ? "--help" : "--version").size();
   for (const Spec& s : specs_) width = std::max(width, synopsis(s).size());
   auto line = [&](const std::string& left, const std::string& help) {
     return "  " + left + std::string(width - left.size() + 3, ' ') + help + "\n";
@@ -139,6 +145,7 @@ std::string Cli::usage() const {
     out += line(synopsis(s), help);
   }
   out += line("--help", "print this help and exit");
+  if (!version_.empty()) out += line("--version", "print the version and the commit built from, and exit");
   return out;
 }
 

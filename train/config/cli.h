@@ -13,6 +13,8 @@
 // flag, missing value, missing required flag, a value given to a switch) print one line
 // "<program>: error: ..." plus "try --help" to stderr; parse returns false, exit_code() 2.
 // --help prints the usage with every flag to stdout; parse returns false, exit_code() 0.
+// --version, when the program set one (the apps: the version and the commit they were built
+// from), prints "<program> <version>" to stdout; parse returns false, exit_code() 0.
 #pragma once
 #include <map>
 #include <string>
@@ -28,6 +30,7 @@ class Cli {
             bool required = false, const std::string& default_value = "");
   void repeated(const std::string& name, const std::string& metavar, const std::string& help);
   void option(const std::string& name, const std::string& help);  // a switch: present or not
+  void version(const std::string& text) { version_ = text; }      // enables --version
 
   bool parse(int argc, const char* const* argv);
   int exit_code() const { return exit_code_; }
@@ -48,7 +51,7 @@ class Cli {
     bool required = false;
   };
   const Spec* find(const std::string& name) const;
-  std::string program_, description_;
+  std::string program_, description_, version_;
   std::vector<Spec> specs_;
   std::map<std::string, std::vector<std::string>> values_;
   int exit_code_ = 0;
