@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (tests/fuzz/CMakeLists.txt, clang + ASan + UBSan), replays
 # every saved crash under regressions/<harness>/, then fuzzes each harness for a fixed time
-# from its seed corpus (corpus/<harness>/), one harness per core at a time. Any finding fails: a crash, a sanitizer report,
-# a leak, an exception other than sima::Error, an input running over 10 s, a single
-# allocation over 1 GB or a process over 2 GB.
+# from its seed corpus (corpus/<harness>/), as many harnesses at once as there are cores. Any
+# finding fails: a crash, a sanitizer report, a leak, an exception other than sima::Error, an
+# input running over 10 s, a single allocation over 1 GB or a process over 2 GB.
 #
 #   tests/fuzz/run.sh [seconds-per-harness] [harness...]     (default: 20 s, every harness)
 #   tests/fuzz/run.sh --ci [harness...]                      (what ctest fuzz.readers runs)
