@@ -209,7 +209,8 @@ def run_one(row, seed, threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="passive")
     out = os.path.join(OUT, "%s_s%d" % (row, seed))
     rec = {"row": row, "seed": seed, "claims": claims, "kind": kind, "commit": git_commit(),
-           "binary": binary_version(BIN), "threads": threads, "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+           "binary": binary_version(BIN), "threads": threads,
+           "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
            "load_before": os.getloadavg()[0], "cpu": cpu_info()["model"]}
     if kind == "bench":
         rec.update(run_bench(row, out, env))
@@ -364,7 +365,8 @@ def run_sweep_point(row, epochs, threads):
     epochs_done = sweep.epoch_rows(epoch_records(out))
     rec = {"row": row, "epochs_planned": epochs, "seed": sweep.SWEEP_SEED, "split": "validation",
            "validation": sweep.VALIDATION, "validation_seed": sweep.VALIDATION_SEED, "commit": git_commit(),
-           "binary": binary_version(BIN), "threads": threads, "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+           "binary": binary_version(BIN), "threads": threads,
+           "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
            "command": user_command(sweep.argv_for(BIN, ROOT, row, epochs, out, False, SMOKE), threads),
            **spent_totals(spent), "exit_code": code, "epochs": epochs_done, "model": sweep.model_of(ROOT, row)}
     if code != 0:

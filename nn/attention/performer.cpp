@@ -45,8 +45,6 @@ struct FeatureParams {
   float s, r, eps;
 };
 
-// F = r·(exp(s·x Wᵀ − h − c) + eps) for one pair's x (N, d) into F (N, m); c per row
-// (queries) or one for the pair (keys). Returns the exp() evaluations (N·m).
 // max(x[0..n)), or -inf for n = 0, in kLanes running maxima that vectorise (a max is exact, so
 // the order does not change the result: for finite x, the value std::max_element finds).
 float max_of(const float* x, int64_t n) {
@@ -60,6 +58,8 @@ float max_of(const float* x, int64_t n) {
   return *std::max_element(lane, lane + kLanes);
 }
 
+// F = r·(exp(s·x Wᵀ − h − c) + eps) for one pair's x (N, d) into F (N, m); c per row
+// (queries) or one for the pair (keys). Returns the exp() evaluations (N·m).
 int64_t feature_map(const float* x, const float* W, bool is_query, const FeatureParams& p, float* F) {
   const int64_t N = p.N, m = p.m, d = p.d;
   const float s = p.s, r = p.r, eps = p.eps;  // locals: F's stores cannot alias them
