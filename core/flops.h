@@ -3,8 +3,9 @@
 // read it around a training step to report achieved GFLOP/s; the elementwise ops, norms
 // and depthwise convolutions are not counted (they are a few percent of a step's FLOPs).
 // A second count is of the GEMM library's calls (each single-threaded block of gemm.h, and the
-// attention cores' per-head products): a model whose step makes many tiny products (the
-// iterative pseudo-inverses of Nystromformer and SOFT) pays the library's cost per call.
+// attention cores' per-head products): a model whose step makes many tiny products pays the
+// library's cost per call (the iterative pseudo-inverses of Nystromformer and SOFT therefore
+// call small_gemm, core/ops/small_gemm.h, whose products count as FLOPs but not as calls).
 // A third, the nanoseconds spent inside those calls (summed over threads), is kept only while a
 // benchmark turns it on (GemmTiming): off, a call pays one relaxed load for it.
 #pragma once

@@ -24,6 +24,7 @@
 #include "core/ops/matmul.h"
 #include "core/ops/reduce.h"
 #include "core/ops/shape_ops.h"
+#include "core/ops/small_gemm.h"
 #include "core/ops/softmax.h"
 #include "core/parallel.h"
 #include "nn/attention/softmax_attention.h"
@@ -82,13 +83,13 @@ PinvStart pinv_start(const float* A, int64_t P, int64_t m, bool global) {
 // One step's products from Z: P = A Z, X1 = 7I − P, X2 = 15I − P X1, X3 = 13I − P X2.
 void pinv_step_terms(const float* A, const float* Z, int64_t m, float* P, float* X1, float* X2, float* X3) {
   const int64_t mm = m * m;
-  gemm(false, false, m, m, m, A, Z, 0.f, P);
+  small_or_library_gemm(false, false, m, m, m, A, Z, 0.f, P);
   for (int64_t i = 0; i < mm; ++i) X1[i] = -P[i];
   for (int64_t i = 0; i < m; ++i) X1[i * m + i] += 7.f;
-  gemm(false, false, m, m, m, P, X1, 0.f, X2);
+  small_or_library_gemm(false, false, m, m, m, P, X1, 0.f, X2);
   for (int64_t i = 0; i < mm; ++i) X2[i] = -X2[i];
   for (int64_t i = 0; i < m; ++i) X2[i * m + i] += 15.f;
-  gemm(false, false, m, m, m, P, X2, 0.f, X3);
+  small_or_library_gemm(false, false, m, m, m, P, X2, 0.f, X3);
   for (int64_t i = 0; i < mm; ++i) X3[i] = -X3[i];
   for (int64_t i = 0; i < m; ++i) X3[i * m + i] += 13.f;
 }
@@ -102,7 +103,7 @@ void pinv_iterate(const float* A, int64_t m, int64_t iters, float alpha, float* 
   for (int64_t k = 0; k < iters; ++k) {
     const float* Z = hist + k * mm;
     pinv_step_terms(A, Z, m, P, X1, X2, X3);
-    gemm(false, false, m, m, m, Z, X3, 0.f, hist + (k + 1) * mm);  // Z X3
+    small_or_library_gemm(false, false, m, m, m, Z, X3, 0.f, hist + (k + 1) * mm);  // Z X3
     for (int64_t i = 0; i < mm; ++i) hist[(k + 1) * mm + i] *= 0.25f;
   }
 }
@@ -121,17 +122,17 @@ void pinv_step_backward(const float* A, const float* Z, const float* G, int64_t 
   float *P = w, *X1 = w + mm, *X2 = w + 2 * mm, *X3 = w + 3 * mm, *dP = w + 4 * mm, *D1 = w + 5 * mm,
         *D2 = w + 6 * mm, *D3 = w + 7 * mm;
   pinv_step_terms(A, Z, m, P, X1, X2, X3);
-  gemm(true, false, m, m, m, Z, G, 0.f, D1);     // D1 = Zᵀ G
-  gemm(true, false, m, m, m, P, D1, 0.f, D2);    // D2 = Pᵀ D1
-  gemm(true, false, m, m, m, P, D2, 0.f, D3);    // D3 = Pᵀ D2
-  gemm(false, true, m, m, m, D2, X1, 0.f, dP);   // dP = D2 X1ᵀ
+  small_or_library_gemm(true, false, m, m, m, Z, G, 0.f, D1);     // D1 = Zᵀ G
+  small_or_library_gemm(true, false, m, m, m, P, D1, 0.f, D2);    // D2 = Pᵀ D1
+  small_or_library_gemm(true, false, m, m, m, P, D2, 0.f, D3);    // D3 = Pᵀ D2
+  small_or_library_gemm(false, true, m, m, m, D2, X1, 0.f, dP);   // dP = D2 X1ᵀ
   for (int64_t i = 0; i < mm; ++i) dP[i] -= D3[i];
-  gemm(false, true, m, m, m, D1, X2, -1.f, dP);  // dP = D1 X2ᵀ − dP, negated below
+  small_or_library_gemm(false, true, m, m, m, D1, X2, -1.f, dP);  // dP = D1 X2ᵀ − dP, negated below
   for (int64_t i = 0; i < mm; ++i) dP[i] *= -0.25f;
-  gemm(false, true, m, m, m, dP, Z, 1.f, dA);    // dA += dP Zᵀ
-  gemm(false, true, m, m, m, G, X3, 0.f, Gn);    // Gn = G X3ᵀ
+  small_or_library_gemm(false, true, m, m, m, dP, Z, 1.f, dA);    // dA += dP Zᵀ
+  small_or_library_gemm(false, true, m, m, m, G, X3, 0.f, Gn);    // Gn = G X3ᵀ
   for (int64_t i = 0; i < mm; ++i) Gn[i] *= 0.25f;
-  gemm(true, false, m, m, m, A, dP, 1.f, Gn);    // Gn += Aᵀ dP
+  small_or_library_gemm(true, false, m, m, m, A, dP, 1.f, Gn);    // Gn += Aᵀ dP
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "core/ops/matmul.h"
 #include "core/ops/norm.h"
 #include "core/ops/shape_ops.h"
+#include "core/ops/small_gemm.h"
 #include "core/ops/vmath.h"
 #include "core/parallel.h"
 #include "nn/init.h"
@@ -212,8 +213,8 @@ NewtonStart newton_iterate(const float* A, const float* P, int64_t m, int64_t it
   for (int64_t k = 0; k < iters; ++k) {
     const float* vk = V(k);
     float* vn = V(k + 1);
-    gemm(false, false, m, m, m, vk, P, 0.f, T);  // T = V_k P
-    gemm(false, false, m, m, m, T, vk, 0.f, U);  // U = V_k P V_k
+    small_or_library_gemm(false, false, m, m, m, vk, P, 0.f, T);  // T = V_k P
+    small_or_library_gemm(false, false, m, m, m, T, vk, 0.f, U);  // U = V_k P V_k
     for (int64_t i = 0; i < mm; ++i) vn[i] = 2.f * vk[i] - U[i];
   }
   if (hist && out) std::memcpy(out, hist + iters * mm, sizeof(float) * mm);
@@ -249,12 +250,12 @@ void newton_unrolled_backward(const float* a, const float* P, int64_t m, int64_t
   const float g_cut = kNewtonGradCutoff * max_abs(G, mm);
   for (int64_t k = iters - 1; k >= 0; --k) {
     const float* v = hist + k * mm;
-    gemm(false, true, m, m, m, G, v, 0.f, X);   // X = G Vᵀ
-    gemm(true, false, m, m, m, v, G, 0.f, Y);   // Y = Vᵀ G
-    gemm(false, true, m, m, m, Y, v, 0.f, Z);   // Z = Vᵀ G Vᵀ
+    small_or_library_gemm(false, true, m, m, m, G, v, 0.f, X);  // X = G Vᵀ
+    small_or_library_gemm(true, false, m, m, m, v, G, 0.f, Y);  // Y = Vᵀ G
+    small_or_library_gemm(false, true, m, m, m, Y, v, 0.f, Z);  // Z = Vᵀ G Vᵀ
     for (int64_t i = 0; i < mm; ++i) da[i] -= Z[i];
-    gemm(false, true, m, m, m, X, P, 0.f, Gn);  // Gn = G Vᵀ Pᵀ
-    gemm(true, false, m, m, m, P, Y, 1.f, Gn);  // Gn += Pᵀ Vᵀ G
+    small_or_library_gemm(false, true, m, m, m, X, P, 0.f, Gn);  // Gn = G Vᵀ Pᵀ
+    small_or_library_gemm(true, false, m, m, m, P, Y, 1.f, Gn);  // Gn += Pᵀ Vᵀ G
     for (int64_t i = 0; i < mm; ++i) Gn[i] = 2.f * G[i] - Gn[i];
     std::memcpy(G, Gn, sizeof(float) * mm);
     if (max_abs(G, mm) <= g_cut) {  // converged steps passed nothing back: stop
@@ -321,8 +322,9 @@ Tensor newton_inverse(const Tensor& A, int64_t iters, float ridge, NewtonBackwar
           Tensor work_t = empty({mm});
           for (int64_t p = p0; p < p1; ++p) {  // dA = −Vᵀ G Vᵀ
             const float *v = Vs.data() + p * mm, *g = gV.data() + p * mm;
-            gemm(true, false, m, m, m, v, g, 0.f, work_t.data());              // Vᵀ G
-            gemm(false, true, m, m, m, work_t.data(), v, 0.f, dA.data() + p * mm);  // (Vᵀ G) Vᵀ
+            float* w = work_t.data();
+            small_or_library_gemm(true, false, m, m, m, v, g, 0.f, w);                   // Vᵀ G
+            small_or_library_gemm(false, true, m, m, m, w, v, 0.f, dA.data() + p * mm);  // (Vᵀ G) Vᵀ
             float* da = dA.data() + p * mm;
             for (int64_t i = 0; i < mm; ++i) da[i] = -da[i];
           }

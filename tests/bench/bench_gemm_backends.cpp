@@ -5,7 +5,8 @@
 // input gradients, and the per-head attention products (with the small ones of claim 5's
 // variants: the pseudo-inverse iterations of Nystromformer, 10 landmarks, and SOFT, 9, and
 // Performer's random features, int(16 ln 16) = 44). The two libraries alternate on the same
-// buffers; each time is the median over the runs.
+// buffers; each time is the median over the runs. Products within small_gemm's limit (every
+// size <= 64, core/ops/small_gemm.h) are timed with it too, in the same rounds.
 //
 //   OMP_NUM_THREADS=1 ./build/bin/bench_gemm_backends [reps]
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include "bench_timing.h"
 #include "core/ops/gemm.h"
+#include "core/ops/small_gemm.h"
 #include "core/tensor.h"
 
 using namespace sima;
@@ -55,7 +57,8 @@ int main(int argc, char** argv) {
       {"DeiT-Tiny head: q k^T", false, true, 65, 65, 64},
   };
   std::printf("reps: %d (median), single-threaded calls\n", reps);
-  std::printf("%-28s %7s %6s %6s %10s %10s %7s\n", "product", "m", "n", "k", "oneDNN us", "OpenBLAS us", "ratio");
+  std::printf("%-28s %7s %6s %6s %10s %10s %7s %10s\n", "product", "m", "n", "k", "oneDNN us", "OpenBLAS us", "ratio",
+              "small us");
   double tot[2] = {0, 0};
   for (const Shape3& s : shapes) {
     Tensor a = randn({s.ta ? s.k : s.m, s.ta ? s.m : s.k}), b = randn({s.tb ? s.n : s.k, s.tb ? s.k : s.n});
@@ -69,15 +72,27 @@ int main(int argc, char** argv) {
                            0.f, c.data(), s.n);
       return (now_ms() - t0) * 1e3 / double(calls);  // microseconds per call
     };
+    const bool small = s.m <= kSmallGemmMax && s.n <= kSmallGemmMax && s.k <= kSmallGemmMax;
+    auto run_small = [&] {
+      const double t0 = now_ms();
+      for (int64_t i = 0; i < calls; ++i)
+        small_gemm(s.ta, s.tb, s.m, s.n, s.k, a.data(), b.data(), 0.f, c.data());
+      return (now_ms() - t0) * 1e3 / double(calls);
+    };
     run(GemmBackend::OneDnn), run(GemmBackend::OpenBlas);  // warm-up (oneDNN's JIT, caches)
-    std::vector<double> t[2];
+    std::vector<double> t[3];
     for (int r = 0; r < reps; ++r) {
       t[0].push_back(run(GemmBackend::OneDnn));
       t[1].push_back(run(GemmBackend::OpenBlas));
+      if (small) t[2].push_back(run_small());
     }
     const double d = median(t[0]), o = median(t[1]);
     tot[0] += d, tot[1] += o;
-    std::printf("%-28s %7ld %6ld %6ld %10.2f %10.2f %6.2fx\n", s.name, long(s.m), long(s.n), long(s.k), d, o, o / d);
+    std::printf("%-28s %7ld %6ld %6ld %10.2f %10.2f %6.2fx", s.name, long(s.m), long(s.n), long(s.k), d, o, o / d);
+    if (small)
+      std::printf(" %10.2f\n", median(t[2]));
+    else
+      std::printf(" %10s\n", "-");
   }
   std::printf("%-28s %21s %10.2f %10.2f %6.2fx\n", "sum", "", tot[0], tot[1], tot[1] / tot[0]);
 }
