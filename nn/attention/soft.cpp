@@ -1,9 +1,10 @@
 // SOFT attention: the Gaussian kernel op, the Newton–Raphson inverse op, the module.
 //
 // Both ops work on a batch of matrices (every (batch, head) pair is one "pair" p),
-// run the pairs in parallel and do each pair's products with one gemm() call each
-// (OpenBLAS runs single-threaded inside the parallel region). Scratch space comes
-// from the caching allocator, one block per parallel chunk.
+// run the pairs in parallel and do each pair's products with one single-threaded call
+// each: gemm() for the kernel's a bᵀ, small_gemm (core/ops/small_gemm.h, no library call)
+// for the inverse's m×m products. Scratch space comes from the caching allocator, one
+// block per parallel chunk.
 #include "nn/attention/soft.h"
 
 #include <algorithm>
