@@ -151,6 +151,11 @@ def sweep_section(runs, out):
                                                 "not converged at the last point"))
     out.append("")
     knn_baselines(runs, out)
+    sweep_time_to_accuracy(runs, out)
+
+
+def sweep_time_to_accuracy(runs, out):
+    """The sweeps' table of time to 90 % and 92 % validation top-1, in CPU time."""
     out.append("Time to accuracy: the first epoch whose validation top-1 reaches 90 % and 92 %, and the CPU time"
                " to get there (that many epochs at the point's CPU per epoch; CPU time, unlike wall time, does not"
                " depend on what else the machine ran), from the longest recorded point of each sweep:\n")

@@ -456,6 +456,18 @@ def keep_metrics(path, step, epochs):
         f.writelines(json.dumps(r) + "\n" for r in keep)
 
 
+def resume_state(out_dir, model, opt, metrics_path):
+    """Loads out_dir's saved state into model, opt and torch's generator, cuts metrics.jsonl back to
+    it, and returns where training stood (train()'s `at`)."""
+    st = torch.load(os.path.join(out_dir, STATE))
+    model.load_state_dict(st["model"])
+    opt.load_state_dict(st["optimizer"])
+    torch.set_rng_state(st["rng"])
+    at = {k: st[k] for k in ("epoch", "batch", "loss_sum", "step", "best", "last", "sittings")}
+    keep_metrics(metrics_path, at["step"], at["epoch"])
+    return at
+
+
 def train(c, out_dir, log, init_from=None, resume=False, sitting=lambda: {}, stop_at=None):
     """Trains as sima-train would; writes out_dir/metrics.jsonl; returns the result fields, with
     "stopped": True when SIGTERM stopped it (its state saved). init_from: start from these weights (a
@@ -479,15 +491,9 @@ def train(c, out_dir, log, init_from=None, resume=False, sitting=lambda: {}, sto
     warmup = int(math.floor(c["schedule.warmup_epochs"] * steps_per_epoch + 0.5))  # llround
     if warmup > total:
         raise ConfigError(f"schedule.warmup_epochs: {c['schedule.warmup_epochs']} is longer than train.epochs")
-    at = {"epoch": 0, "batch": 0, "loss_sum": 0.0, "step": 0, "best": -1.0, "last": None, "sittings": []}
     metrics_path = os.path.join(out_dir, "metrics.jsonl")
-    if resume:
-        st = torch.load(os.path.join(out_dir, STATE))
-        model.load_state_dict(st["model"])
-        opt.load_state_dict(st["optimizer"])
-        torch.set_rng_state(st["rng"])
-        at = {k: st[k] for k in at}
-        keep_metrics(metrics_path, at["step"], at["epoch"])
+    at = resume_state(out_dir, model, opt, metrics_path) if resume else \
+        {"epoch": 0, "batch": 0, "loss_sum": 0.0, "step": 0, "best": -1.0, "last": None, "sittings": []}
     log(f"run {out_dir}: cvt {params} parameters, {len(xtr)} training images, {steps_per_epoch} steps/epoch, "
         f"lr {effective_lr(c):g} (AdamW), torch {torch.__version__}, {torch.get_num_threads()} threads"
         + (f", resumed at epoch {at['epoch'] + 1} step {at['step']}" if resume else ""))

@@ -8,8 +8,8 @@
 #include "core/ops/gemm.h"
 
 // GCC turns the short copy loops below (a row of 10 floats) into calls of libc's memcpy and
-// memset, which cost more than the copies at these sizes (perf showed memmove at a sixth of
-// Nyströmformer's pseudo-inverse time); keep them loops.
+// memset, which cost more than the copies at these sizes (perf put libc's memmove at 7 % of a
+// Nyströmformer training step, beside 8 % in the products themselves); keep them loops.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-tree-loop-distribute-patterns")
 #endif

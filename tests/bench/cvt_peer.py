@@ -194,6 +194,19 @@ def quantize_int8(m):
     torch.backends.quantized.engine = "onednn" if "onednn" in engines else "fbgemm"
     return torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8)
 
+def batch1_latency_ms(m):
+    """Median ms of 50 batch-1 forwards after 5 warm-up ones (under no_grad, m in eval mode)."""
+    one = torch.randn(1, CHANS, IMG, IMG)
+    for _ in range(5):
+        m(one)
+    runs = []
+    for _ in range(50):
+        t = time.perf_counter()
+        m(one)
+        runs.append(time.perf_counter() - t)
+    return round(statistics.median(runs) * 1e3, 3)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--attn", default="sima", choices=["sima", "softmax"])
@@ -239,15 +252,7 @@ def main():
             m(x)
         infer = (time.perf_counter() - t) / a.steps
         if a.latency:
-            one = torch.randn(1, CHANS, IMG, IMG)
-            for _ in range(5):
-                m(one)
-            runs = []
-            for _ in range(50):
-                t = time.perf_counter()
-                m(one)
-                runs.append(time.perf_counter() - t)
-            latency = {"latency_b1_ms": round(statistics.median(runs) * 1e3, 3)}
+            latency = {"latency_b1_ms": batch1_latency_ms(m)}
     print(json.dumps({"peer": "pytorch", "model": "quickstart_cvt", "torch": torch.__version__,
                       "threads": torch.get_num_threads(), "attn": a.attn, "batch": a.batch, "img": IMG,
                       "chans": CHANS, "dims": list(DIMS), "depths": list(DEPTHS), "heads": list(HEADS),
