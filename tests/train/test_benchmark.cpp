@@ -202,20 +202,36 @@ TEST_CASE("bench: the GEMM library's time is counted only while a GemmTiming liv
 }
 
 TEST_CASE("bench: GEMM calls per step count the library's calls, per head and per iteration") {
-  auto calls = [](const char* attention, int64_t batch) {
+  auto bench = [](const char* attention, int64_t batch, int64_t img) {
     ModelBenchConfig c;
     c.model = nlohmann::json::parse(std::string(R"({"name": "deit_tiny_patch4_28", "embed_dim": 16, "depth": 1,
                                                     "num_heads": 2, "attention": )") + attention + "}");
     c.batch = batch;
+    c.img_size = img;
     c.timing = {.warmup = 0, .reps = 1};
-    return bench_model(c).train_gemm_calls;
+    return bench_model(c);
+  };
+  auto calls = [&](const char* attention, int64_t batch, int64_t img = 28) {
+    return bench(attention, batch, img).train_gemm_calls;
   };
   const char* sima = R"({"type": "sima"})";
-  const char* nystrom = R"({"type": "nystromformer", "num_landmarks": 5})";
   // The per-head products are one call per image and head: twice the batch, more calls.
   CHECK(calls(sima, 8) > calls(sima, 4));
-  // Nystromformer's pseudo-inverse iterates small products per image and head, forward and backward.
-  CHECK(calls(nystrom, 4) > 3 * calls(sima, 4));
+  // Nystromformer's pseudo-inverse iterates m×m products per image and head, forward and backward.
+  // Up to m = 64 they go to small_gemm (core/ops/small_gemm.h): FLOPs in the count but no library
+  // call, so more iterations add FLOPs and no calls.
+  const char* nystrom1 = R"({"type": "nystromformer", "num_landmarks": 5, "pinv_iters": 1})";
+  const char* nystrom6 = R"({"type": "nystromformer", "num_landmarks": 5, "pinv_iters": 6})";
+  const ModelBenchResult one = bench(nystrom1, 4, 28), six = bench(nystrom6, 4, 28);
+  CHECK(six.train_gemm_calls == one.train_gemm_calls);
+  CHECK(six.train_gemm_gflop > one.train_gemm_gflop);
+  // Past small_gemm's limit (65 landmarks of 36×36 images' 81 tokens) the library takes them, one
+  // call per product: 4 a forward iteration, and in backward 4 again (the iterations rerun from the
+  // saved A) and 11 for the step's reverse.
+  const char* big1 = R"({"type": "nystromformer", "num_landmarks": 65, "pinv_iters": 1})";
+  const char* big6 = R"({"type": "nystromformer", "num_landmarks": 65, "pinv_iters": 6})";
+  const int64_t pairs = 2 * 2;  // batch 2 × 2 heads, one block (depth 1)
+  CHECK(calls(big6, 2, 36) - calls(big1, 2, 36) == 5 * pairs * (4 + 4 + 11));
 }
 
 // ---- the sima-bench binary ----------------------------------------------------------------
