@@ -9,8 +9,8 @@
 // (docs/performance.md §4, "Small products").
 //
 // Here op(B) is copied into a k × n16 block (n16 = n rounded up to 16 lanes, zero beyond n)
-// and each row of C is accumulated in 16-lane blocks: acc[j] += op(A)[i][l] · op(B)[l][j]
-// for l = 0 .. k-1 in order. Every element is one sum in a fixed order that depends on
+// and the rows of C are accumulated 4 at a time (2 when n > 16) in 16-lane vectors:
+// acc[j] += op(A)[i][l] · op(B)[l][j] for l = 0 .. k-1 in order. Every element is one sum in a fixed order that depends on
 // nothing but the operands, so the result is the same at any thread count; it is not the
 // library's rounding (oneDNN orders and blocks its sums its own way), so switching a call
 // site from gemm() to small_gemm() changes its last bits.
