@@ -199,14 +199,15 @@ def tta_section(t, out):
     out.append("### Time to accuracy (DeiT, validation split, %d threads)\n" % tta.THREADS)
     out.append("For each attention: the first epoch whose validation top-1 reaches each target in claim 5's %d-epoch runs"
                " (mean ± std over the seeds that reached it, and how many did), times the seconds per epoch of a"
-               " %d-epoch run of the same config alone on the machine at %d threads (median after the first epoch;"
-               " evaluations not included); images/s from that run. A run at two threads does not repeat a one-thread"
+               " %d-epoch run of the same config alone on the machine at %d threads, repeated in %d rounds that"
+               " alternate the attentions (the median of every round's epochs after its first, and in brackets the"
+               " least and most of those epochs; evaluations not included); images/s from that median. A run at two threads does not repeat a one-thread"
                " run bit for bit, so the epochs are the recipe's, measured at one thread (results/tta.py).\n"
-               % (fixed.EPOCHS, tta.TIMING_EPOCHS, tta.THREADS))
+               % (fixed.EPOCHS, tta.TIMING_EPOCHS, tta.THREADS, tta.ROUNDS))
     out.append("| attention (DeiT) | s per epoch | images/s | to %.0f %%: epoch, time | to %.0f %%: epoch, time |" % tta.TARGETS)
     out.append("|---|---|---|---|---|")
     for row, what in CLAIM5:
-        s = tta.summary(t.records.get(E + row, []), (t.records.get(tta.PREFIX + row) or [None])[0])
+        s = tta.summary(t.records.get(E + row, []), t.records.get(tta.PREFIX + row, []))
         cells = ["not run", "not run"] if s["targets"] is None else []
         for x in tta.TARGETS if s["targets"] is not None else ():
             hit, of, mean, sd, secs = s["targets"][x]
@@ -217,9 +218,26 @@ def tta_section(t, out):
             cells.append("%s%s, %s" % (ep, "" if hit == of else " (%d of %d seeds)" % (hit, of),
                                        fmt_time(secs) if secs is not None else "not timed"))
         spe = "%.1f s" % s["s_per_epoch"] if s["s_per_epoch"] else "not timed"
+        if s["s_range"]:
+            spe += " (%.1f–%.1f%s)" % (s["s_range"] + ("" if s["rounds"] == tta.ROUNDS else
+                                                        ", %d of %d rounds" % (s["rounds"], tta.ROUNDS),))
         ips = "%.0f" % s["img_per_s"] if s["img_per_s"] else "—"
         out.append("| %s | %s | %s | %s | %s |" % (what, spe, ips, cells[0], cells[1]))
     out.append("")
+    out += tta_hosts_lines(t)
+
+
+def tta_hosts_lines(t):
+    """Where and when the timing runs of the table above ran: seconds per epoch differ between hosts."""
+    hosts = {}
+    for row, _ in CLAIM5:
+        for rec in t.records.get(tta.PREFIX + row, []):
+            hosts.setdefault(rec.get("cpu", "unknown CPU"), []).append(rec.get("date", "")[:10])
+    if not hosts:
+        return []
+    parts = ["%d on %s (%s)" % (len(d), cpu, ", ".join(sorted(set(d)))) for cpu, d in sorted(hosts.items())]
+    return ["Timing runs: " + "; ".join(parts) + ". The epochs come from the 50-epoch runs, on whichever host"
+            " each sitting ran (their records list each sitting's CPU).\n"]
 
 
 def claim1_section(t, out):

@@ -81,7 +81,7 @@ ROWS = [
     ("bench_table3_head", [7], "bench", 1),  # the same, D read as the head width
     ("bench_fig1_tokens", [7], "bench", 1),
     ("bench_fig1_dim", [7], "bench", 1),
-] + [(tta.PREFIX + r, ["tta"], "tta", 1) for r in tta.ROWS]  # time to accuracy: 2-thread epoch times
+] + [(tta.PREFIX + r, ["tta"], "tta", tta.ROUNDS) for r in tta.ROWS]  # time to accuracy: 2-thread epoch times
 ROW = {r[0]: r for r in ROWS}
 # (timed runs per measurement, rounds) of the speed rows where sima-bench's default (7 runs, one
 # round) is too few: at Table 3's small shapes a block takes a few ms, and on this machine a whole
@@ -303,7 +303,9 @@ def plan_run(args):
     alone = ("bench", "tta")  # timed with the whole machine, one at a time, after the rest
     done = sum(load_record(r, s) is not None for r in rows for s in range(ROW[r][3]))
     print("reproduce.py: %d runs to do (%d recorded already)" % (len(todo), done), flush=True)
-    return (refused, [t for t in todo if ROW[t[0]][2] in alone], [t for t in todo if ROW[t[0]][2] not in alone])
+    # the timed rows by seed, rows in order within it: a round of every timing row before the next (tta.ROUNDS)
+    timed = sorted((t for t in todo if ROW[t[0]][2] in alone), key=lambda t: t[1])
+    return (refused, timed, [t for t in todo if ROW[t[0]][2] not in alone])
 
 
 def cmd_run(args):

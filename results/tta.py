@@ -3,10 +3,14 @@ first reach 90 % and 92 % validation top-1, and the training images per second.
 
 The epochs come from claim 5's own runs (results/fixed.py): every seed of e50_deit_<attention>,
 trained on the validation split and evaluated after every epoch. The seconds per epoch at two threads
-come from one short run per attention, tta_deit_<attention>: TIMING_EPOCHS epochs of the same config
-and split, seed 0, alone on the machine at two threads; the median of the trainer's epoch_seconds
-after the first epoch (which warms up; the evaluations between epochs are not in it).
-The time to a target is the mean over seeds of the epochs to reach it, times that median.
+come from short runs per attention, tta_deit_<attention>: TIMING_EPOCHS epochs of the same config
+and split, training seed 0, alone on the machine at two threads, repeated in ROUNDS rounds (the row's
+"seeds" 0, 1, ... number the rounds; each round trains the same seed 0, so only the timing differs).
+`run` makes a round of every row before the next, so the attentions alternate and a slow spell of a
+shared host falls on one round, not on one attention. The figure is the median of the trainer's
+epoch_seconds after the first epoch of each round (which warms up; the evaluations between epochs are
+not in it), pooled over the rounds. The time to a target is the mean over seeds of the epochs to
+reach it, times that median.
 
 Why the 50-epoch runs are not timed themselves: they run two at a time at one thread each, like every
 training row, so their wall time is not a two-thread run's. And a run at two threads does not repeat
@@ -28,6 +32,7 @@ from runner import BIN, ROOT, epoch_records, run_logged, user_command
 
 THREADS = 2
 TIMING_EPOCHS = 3
+ROUNDS = 2  # a shared host's epochs vary by up to ~10 % over minutes; one round was too few there
 TARGETS = (90.0, 92.0)
 # The DeiT rows of claim 5, in its order.
 ROWS = ["deit_softmax", "deit_sima", "deit_relu_attn", "deit_soft", "deit_linear_elu", "deit_cosformer",
@@ -63,20 +68,33 @@ def run_timing(row, env, out, records, smoke):
     return rec
 
 
-def seconds_per_epoch(timing):
-    """The median epoch_seconds of a timing record after its first epoch (the only one if it ran one)."""
-    if not timing or timing.get("exit_code") != 0 or not timing.get("epochs"):
-        return None
-    secs = [e["epoch_seconds"] for e in timing["epochs"]]
-    return statistics.median(secs[1:] or secs)
+def timed_epochs(timings):
+    """The epoch_seconds the figure is taken from, over the rounds' records `timings`: those after each
+    finished round's first epoch (its only one if it ran one); [] when no round finished."""
+    secs = []
+    for timing in timings:
+        if timing and timing.get("exit_code") == 0 and timing.get("epochs"):
+            one = [e["epoch_seconds"] for e in timing["epochs"]]
+            secs += one[1:] or one
+    return secs
 
 
-def summary(runs, timing):
-    """{"s_per_epoch", "img_per_s" (None when not timed), "targets": {90.0: (reached, of, mean epochs,
-    sd or None, seconds or None), ...} (None when no seed of the fixed-budget records `runs`
-    finished)}: the time-to-accuracy row of one attention."""
-    spe = seconds_per_epoch(timing)
-    out = {"s_per_epoch": spe, "img_per_s": train_images() / spe if spe else None, "targets": None}
+def seconds_per_epoch(timings):
+    """The median of timed_epochs(timings), None when there are none."""
+    secs = timed_epochs(timings)
+    return statistics.median(secs) if secs else None
+
+
+def summary(runs, timings):
+    """{"s_per_epoch", "s_range" (the timed epochs' least and most), "rounds" (how many finished),
+    "img_per_s" (None when not timed), "targets": {90.0: (reached, of, mean epochs, sd or None,
+    seconds or None), ...} (None when no seed of the fixed-budget records `runs` finished)}: the
+    time-to-accuracy row of one attention, `timings` its rounds' timing records."""
+    spe = seconds_per_epoch(timings)
+    secs = timed_epochs(timings)
+    out = {"s_per_epoch": spe, "s_range": (min(secs), max(secs)) if len(secs) > 1 else None,
+           "rounds": sum(1 for r in timings if timed_epochs([r])),
+           "img_per_s": train_images() / spe if spe else None, "targets": None}
     ok = [r for r in runs if r.get("exit_code") == 0 and r.get("epochs")]
     if not ok:
         return out

@@ -200,13 +200,19 @@ def curve(reach90, reach92, n=6):
 
 timing = {"exit_code": 0, "epochs": [{"epoch": 1, "epoch_seconds": 20.0}, {"epoch": 2, "epoch_seconds": 10.0},
                                      {"epoch": 3, "epoch_seconds": 12.0}]}
-s = tta.summary([curve(3, None), curve(5, 6), {"exit_code": 1, "epochs": []}], timing)
+s = tta.summary([curve(3, None), curve(5, 6), {"exit_code": 1, "epochs": []}], [timing])
 check(s["s_per_epoch"] == 11.0 and abs(s["img_per_s"] - 50000 / 11.0) < 1e-9, "timing: %r" % s)
+check(s["s_range"] == (10.0, 12.0) and s["rounds"] == 1, "one round's range: %r" % s)
+# Rounds pool their epochs after each one's first (a failed round counts for nothing): median of 10, 12, 14, 30.
+slow = {"exit_code": 0, "epochs": [{"epoch": 1, "epoch_seconds": 99.0}, {"epoch": 2, "epoch_seconds": 14.0},
+                                   {"epoch": 3, "epoch_seconds": 30.0}]}
+p = tta.summary([], [timing, slow, {"exit_code": 1, "epochs": timing["epochs"]}])
+check((p["s_per_epoch"], p["s_range"], p["rounds"]) == (13.0, (10.0, 30.0), 2), "two rounds pooled: %r" % p)
 hit, of, mean, sd, secs = s["targets"][90.0]
 check((hit, of, mean, secs) == (2, 2, 4.0, 44.0) and abs(sd - 2 ** 0.5) < 1e-9, "to 90: %r" % (s["targets"][90.0],))
 check(s["targets"][92.0] == (1, 2, 6, None, 66.0), "to 92: %r" % (s["targets"][92.0],))
-check(tta.summary([curve(3, None)], None)["targets"][90.0][4] is None, "untimed: no seconds")
-s = tta.summary([{"exit_code": 1}], timing)
+check(tta.summary([curve(3, None)], [])["targets"][90.0][4] is None, "untimed: no seconds")
+s = tta.summary([{"exit_code": 1}], [timing])
 check(s["targets"] is None and s["s_per_epoch"] == 11.0, "no finished seed: the timing alone %r" % s)
 
 # `run` skips a final row the protocol refuses (no sweep point yet), names it, runs the rest, and
@@ -230,6 +236,14 @@ with tempfile.TemporaryDirectory() as d:
     check(code == "3", "exit code of a run with a refused row: %r" % code)
     check("skipping cvt_sima: cvt_sima: the cvt_sima sweep has neither converged nor reached its budget cap" in
           out.getvalue() and "0 runs to do" in out.getvalue(), "refusal message: %r" % out.getvalue())
+    # The timing rounds alternate the attentions: every row's round 0, then every row's round 1.
+    args.rows = "tta_deit_softmax,tta_deit_sima,bench_table3"
+    with contextlib.redirect_stdout(io.StringIO()):
+        _, timed, train = reproduce.plan_run(args)
+    want = [("tta_deit_softmax", 0), ("tta_deit_sima", 0), ("bench_table3", 0)] + \
+        [("tta_deit_softmax", r) for r in range(1, tta.ROUNDS)] + [("tta_deit_sima", r) for r in range(1, tta.ROUNDS)]
+    want = sorted(want, key=lambda t: t[1])
+    check(tta.ROUNDS >= 2 and timed == want and not train, "timed order: %r" % (timed,))
 
 # Two launchers never hold the same run folder: a second claim (another process) is refused while
 # the first holds it, and granted after.
