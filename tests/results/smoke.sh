@@ -75,10 +75,11 @@ grep -q '^dino_xcit_sima at 2 epochs: .* freshly initialised .*; linear probe ' 
 grep -q '^| dino_xcit_sima | 2 | [0-9.]* | — (20-NN at the end) |' "$dir/RESULTS.md" || fail "the report has no DINO sweep row"
 tta=$dir/records/tta_deit_sima/s0.json
 [ -f "$tta" ] || fail "no time-to-accuracy record"
+[ -f "$dir/records/tta_deit_sima/s1.json" ] || fail "no second timing round (tta.ROUNDS)"
 grep -q '"val_top1"' "$tta" || fail "the time-to-accuracy record has no validation top-1"
 grep -q '"test_top1"' "$tta" && fail "the time-to-accuracy run read the test set"
 grep -q '"threads": 2' "$tta" || fail "the time-to-accuracy run did not run at 2 threads"
-grep -q '^| SimA (ℓ1) | [0-9.]* s | [0-9]* | ' "$dir/RESULTS.md" || fail "the report has no time-to-accuracy row"
+grep -q '^| SimA (ℓ1) | [0-9.]* s ([0-9.]*–[0-9.]*) | [0-9]* | ' "$dir/RESULTS.md" || fail "the report has no time-to-accuracy row with its epochs' range"
 grep -q "^\*\*dino_xcit_sima\*\*, from seed 0's final run (1 epoch)\. Layer" "$dir/RESULTS.md" \
   || fail "the report has no heatmap panels from seed 0's run"
 grep -q "xcit_sima: seed 0 has no finished record yet" "$dir/heat_skip.txt" || fail "heatmaps drew a row with no finished seed 0"
