@@ -195,7 +195,7 @@ def heatmap_section(t, heatmaps, out):
 
 def tta_section(t, out):
     """Time to accuracy per DeiT attention (results/tta.py): epochs from claim 5's runs, seconds per
-    epoch from a timing run alone at two threads."""
+    epoch from timing runs alone at two threads (tta.ROUNDS rounds of each)."""
     out.append("### Time to accuracy (DeiT, validation split, %d threads)\n" % tta.THREADS)
     out.append("For each attention: the first epoch whose validation top-1 reaches each target in claim 5's %d-epoch runs"
                " (mean ± std over the seeds that reached it, and how many did), times the seconds per epoch of a"

@@ -269,8 +269,8 @@ def projected_cpu(runs, rows):
     architecture's latest sweep point: its CPU per epoch times the row's epochs and seeds. A final row
     (claim 1, DINO) trains the planned epochs (planned_epochs) on 60 000 images, so its CPU per epoch is
     scaled up from the sweep's 50 000; a fixed-budget row (results/fixed.py) trains fixed.EPOCHS on the
-    sweep's own 50 000, and a time-to-accuracy timing row tta.TIMING_EPOCHS there at two threads (which
-    costs some CPU more than one thread: not counted). A row other than the sweep's own is scaled by
+    sweep's own 50 000, and a time-to-accuracy timing row tta.TIMING_EPOCHS there in each of its rounds
+    (its "seeds") at two threads (which costs some CPU more than one thread: not counted). A row other than the sweep's own is scaled by
     its pre-protocol CPU relative to the sweep row's. DINO counts its pretraining only (not its k-NN and
     probe). Rows of another kind (the PyTorch twin, speed) are left out."""
     total, counted, left = 0.0, [], []
