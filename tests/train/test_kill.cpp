@@ -197,11 +197,15 @@ TEST_CASE("sima-train: SIGKILL at random moments, resumed each time, ends bit-id
     TrainProcess p(args, dir.file("run" + std::to_string(attempts)));
     // Each start first makes progress (metrics.jsonl grows past its size before the start, so at
     // least one step is logged), then odd kills come at a random moment and even ones as soon as
-    // a save has begun (its temporary file exists). After 8 kills the run may end.
+    // a save has begun (its temporary file exists). A kill before the first save is whole leaves
+    // no train state, and the next start begins afresh: on a loaded machine several kills in a row
+    // can land there (a random moment before the end of the first epoch, or a save killed before
+    // its train state is renamed into place). So the kills go on until 7 of them found a train
+    // state to resume from (and 8 in all); then the run may end.
     const auto size_of = [&](const std::string& f) { return fs::exists(f) ? int64_t(fs::file_size(f)) : int64_t(0); };
     const int64_t logged_before = size_of(out + "/metrics.jsonl");
     bool ended = false;
-    if (kills >= 8)
+    if (kills >= 8 && kills_with_state >= 7)
       ended = p.wait_for(std::chrono::milliseconds(120000), status);
     else if (!p.wait_until([&] { return size_of(out + "/metrics.jsonl") > logged_before; }, status))
       ended = true;
@@ -227,7 +231,7 @@ TEST_CASE("sima-train: SIGKILL at random moments, resumed each time, ends bit-id
   MESSAGE(kills << " SIGKILLs (" << kills_with_state << " after a train state existed, " << kills_in_write
                 << " inside a checkpoint write), " << attempts << " starts; reference run " << run_ms << " ms");
   CHECK(kills >= 8);
-  CHECK(kills_with_state >= kills - 1);  // only the first start may be killed before its first save
+  CHECK(kills_with_state >= 7);  // resumed from a state killed at every kind of moment
   CHECK(kills_in_write >= 3);
 
   // No gap, no repeat, and the same loss at every step as the uninterrupted run.
