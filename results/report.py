@@ -201,8 +201,9 @@ def tta_section(t, out):
                " (mean ± std over the seeds that reached it, and how many did), times the seconds per epoch of a"
                " %d-epoch run of the same config alone on the machine at %d threads, repeated in %d rounds that"
                " alternate the attentions (the median of every round's epochs after its first, and in brackets the"
-               " least and most of those epochs; evaluations not included); images/s from that median. A run at two threads does not repeat a one-thread"
-               " run bit for bit, so the epochs are the recipe's, measured at one thread (results/tta.py).\n"
+               " least and most of those epochs; evaluations not included); images/s from that median. A run at"
+               " two threads does not repeat a one-thread run bit for bit, so the epochs are the recipe's, measured"
+               " at one thread (results/tta.py).\n"
                % (fixed.EPOCHS, tta.TIMING_EPOCHS, tta.THREADS, tta.ROUNDS))
     out.append("| attention (DeiT) | s per epoch | images/s | to %.0f %%: epoch, time | to %.0f %%: epoch, time |" % tta.TARGETS)
     out.append("|---|---|---|---|---|")

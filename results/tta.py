@@ -32,7 +32,7 @@ from runner import BIN, ROOT, epoch_records, run_logged, user_command
 
 THREADS = 2
 TIMING_EPOCHS = 3
-ROUNDS = 2  # a shared host's epochs vary by up to ~10 % over minutes; one round was too few there
+ROUNDS = 2  # one was too few on a shared host whose epochs drifted by up to a quarter between spells
 TARGETS = (90.0, 92.0)
 # The DeiT rows of claim 5, in its order.
 ROWS = ["deit_softmax", "deit_sima", "deit_relu_attn", "deit_soft", "deit_linear_elu", "deit_cosformer",
