@@ -79,19 +79,13 @@ def timed_epochs(timings):
     return secs
 
 
-def seconds_per_epoch(timings):
-    """The median of timed_epochs(timings), None when there are none."""
-    secs = timed_epochs(timings)
-    return statistics.median(secs) if secs else None
-
-
 def summary(runs, timings):
     """{"s_per_epoch", "s_range" (the timed epochs' least and most), "rounds" (how many finished),
     "img_per_s" (None when not timed), "targets": {90.0: (reached, of, mean epochs, sd or None,
     seconds or None), ...} (None when no seed of the fixed-budget records `runs` finished)}: the
     time-to-accuracy row of one attention, `timings` its rounds' timing records."""
-    spe = seconds_per_epoch(timings)
     secs = timed_epochs(timings)
+    spe = statistics.median(secs) if secs else None
     out = {"s_per_epoch": spe, "s_range": (min(secs), max(secs)) if len(secs) > 1 else None,
            "rounds": sum(1 for r in timings if timed_epochs([r])),
            "img_per_s": train_images() / spe if spe else None, "targets": None}
