@@ -94,8 +94,12 @@ class Table:
         return stats.fmt_welch(w) if w else "—"
 
     def verdict(self, row, base, paper):
+        """stats.verdict, marked "so far" while either row has seeds still to run (it can change)."""
         w = self.welch(row, base)
-        return stats.verdict(w, paper) if w else "—"
+        if not w:
+            return "—"
+        partial = any(len(self.records[r]) < self.rows[r][3] for r in (row, base))
+        return stats.verdict(w, paper) + (", so far" if partial else "")
 
 
 def commands(t, out):

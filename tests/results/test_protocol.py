@@ -412,6 +412,18 @@ check(cell_of(dict(nan, seed=0), nan) == "seed 0 diverged, seed 1 diverged (2 of
 check(cell_of(ok, dict(ok, seed=1, top1=91.0)) == "90.50 ± 0.71" and cell_of(ok) == "90.00 (1 of 2 seeds)",
       "finished: %s / %s" % (cell_of(ok, dict(ok, seed=1, top1=91.0)), cell_of(ok)))
 
+# A verdict drawn while a row has seeds still to run says so; with every seed in, it does not.
+def verdict_of(a, b, want=3):
+    recs = {"a": a, "b": b}
+    t = report.Table("", [("a", "", "fixed", want), ("b", "", "fixed", 3)],
+                     lambda row, seed: recs[row][seed] if seed < len(recs[row]) else None)
+    return t.verdict("a", "b", -2.8)
+three = [dict(ok, seed=s, top1=90.0 + 0.1 * s) for s in range(3)]
+low = [dict(ok, seed=s, top1=89.0 + 0.2 * s) for s in range(3)]
+check(verdict_of(low[:2], three).endswith("outside), so far"), "partial row: " + verdict_of(low[:2], three))
+check(verdict_of(low, three).endswith("outside)"), "complete rows: " + verdict_of(low, three))
+check(verdict_of(low[:2], three, want=2).endswith("outside)"), "a 2-seed row complete: " + verdict_of(low[:2], three, want=2))
+
 for stop_signal in (signal.SIGTERM, signal.SIGINT):
     with tempfile.TemporaryDirectory() as d:
         stopped_launcher(d, stop_signal)
