@@ -56,6 +56,10 @@ class Table:
     def top1(self, row):
         return [r["top1"] for r in self.records[row] if "top1" in r]
 
+    def partial(self, row):
+        """True while the row has seeds still to run."""
+        return len(self.records[row]) < self.rows[row][3]
+
     def cell(self, row):
         recs = self.records[row]
         want = self.rows[row][3]
@@ -69,7 +73,7 @@ class Table:
         s = fmt_mean(self.top1(row))
         if failed:  # the mean is of the seeds that finished; the others are named, not dropped
             s += " (%d of %d seeds finished; %s)" % (len(self.top1(row)), want, outcomes)
-        elif len(recs) < want:
+        elif self.partial(row):
             s += " (%d of %d seeds)" % (len(recs), want)
         return s
 
@@ -98,8 +102,7 @@ class Table:
         w = self.welch(row, base)
         if not w:
             return "—"
-        partial = any(len(self.records[r]) < self.rows[r][3] for r in (row, base))
-        return stats.verdict(w, paper) + (", so far" if partial else "")
+        return stats.verdict(w, paper) + (", so far" if self.partial(row) or self.partial(base) else "")
 
 
 def commands(t, out):
