@@ -98,11 +98,22 @@ class Table:
         return stats.fmt_welch(w) if w else "—"
 
     def verdict(self, row, base, paper):
-        """stats.verdict, marked "so far" while either row has seeds still to run (it can change)."""
-        w = self.welch(row, base)
+        return self.verdict_of(self.welch(row, base), (row, base), paper)
+
+    def verdict_of(self, w, rows, paper):
+        """stats.verdict on the interval w drawn from `rows`, marked "so far" while any of them has seeds
+        still to run (it can change)."""
         if not w:
             return "—"
-        return stats.verdict(w, paper) + (", so far" if self.partial(row) or self.partial(base) else "")
+        return stats.verdict(w, paper) + (", so far" if any(self.partial(r) for r in rows) else "")
+
+    def interaction(self, row, base, row2, base2, paper):
+        """(row - base) - (row2 - base2), how much more a change moves one model than another, with its
+        Welch-Satterthwaite interval over the four rows' seeds: the Δ and verdict cells."""
+        terms = ((row, 1), (base, -1), (row2, -1), (base2, 1))
+        groups = [self.top1(r) for r, _ in terms]
+        w = stats.contrast(groups, [k for _, k in terms]) if all(groups) else None
+        return (stats.fmt_welch(w) if w else "—"), self.verdict_of(w, [r for r, _ in terms], paper)
 
 
 def commands(t, out):
@@ -293,7 +304,12 @@ def claims_2_to_5_section(t, out, runs):
     out.append("| SimA | %s | %s | %s | 79.8 → 79.4 (−0.4) | %s |" % (
         t.cell(E + "deit_sima"), t.cell(E + "deit_sima_1head"), t.delta(E + "deit_sima_1head", E + "deit_sima"),
         t.verdict(E + "deit_sima_1head", E + "deit_sima", -0.4)))
+    out.append("| the claim: SimA's Δ − softmax's Δ | | | %s | +2.4 (−0.4 − (−2.8)) | %s |" % t.interaction(
+        E + "deit_sima_1head", E + "deit_sima", E + "deit_softmax_1head", E + "deit_softmax", 2.4))
     out.append("")
+    out.append("The last row is what the paper claims, that one head costs softmax more than SimA: the difference"
+               " of the two Δ, with its Welch–Satterthwaite interval over the four rows' seeds (results/stats.py,"
+               " `contrast`).\n")
 
     out.append("## Claim 3: ReLU instead of GELU in the MLP\n")
     out.append("| model | GELU | ReLU | Δ [95 % CI] | paper (DeiT-S SimA) | verdict |")
@@ -304,7 +320,11 @@ def claims_2_to_5_section(t, out, runs):
     out.append("| DeiT softmax (control) | %s | %s | %s | not reported | %s |" % (
         t.cell(E + "deit_softmax"), t.cell(E + "deit_softmax_relu_mlp"), t.delta(E + "deit_softmax_relu_mlp", E + "deit_softmax"),
         t.verdict(E + "deit_softmax_relu_mlp", E + "deit_softmax", None)))
+    out.append("| SimA's Δ − softmax's Δ | | | %s | not reported | %s |" % t.interaction(
+        E + "deit_sima_relu_mlp", E + "deit_sima", E + "deit_softmax_relu_mlp", E + "deit_softmax", None))
     out.append("")
+    out.append("The last row asks whether a ReLU MLP does anything for SimA that it does not do for softmax: the"
+               " difference of the two Δ, with its Welch–Satterthwaite interval over the four rows' seeds.\n")
 
     out.append("## Claim 4: how Q and K are normalised (XCiT, as the paper)\n")
     out.append("| normalisation | top-1 or outcome | Δ to ℓ1 [95 % CI] | paper (XCiT-S12/16 → SimA) |")

@@ -56,21 +56,28 @@ def t_quantile(q, df):
     return 0.5 * (lo + hi)
 
 
-def welch(a, b, level=0.95):
-    """mean(a) - mean(b) with its Welch confidence interval: a dict of d, se, df, lo, hi, n_a, n_b;
-    lo = hi = None when either side has fewer than 2 values or both have no spread."""
-    d = statistics.mean(a) - statistics.mean(b)
-    out = {"d": d, "se": None, "df": None, "lo": None, "hi": None, "n_a": len(a), "n_b": len(b)}
-    if len(a) < 2 or len(b) < 2:
+def contrast(groups, weights, level=0.95):
+    """sum_i weights[i] * mean(groups[i]) with its Welch-Satterthwaite confidence interval: each mean
+    contributes weights[i]^2 var_i / n_i to the variance, and the degrees of freedom are Satterthwaite's
+    (Welch's interval is the case of two groups and weights +1, -1). A dict of d, se, df, lo, hi and ns
+    (the groups' sizes); lo = hi = None when a group has fewer than 2 values or no group has spread."""
+    d = sum(w * statistics.mean(g) for g, w in zip(groups, weights))
+    out = {"d": d, "se": None, "df": None, "lo": None, "hi": None, "ns": [len(g) for g in groups]}
+    if min(out["ns"]) < 2:
         return out
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    se = math.sqrt(va + vb)
+    v = [w * w * statistics.variance(g) / len(g) for g, w in zip(groups, weights)]
+    se = math.sqrt(sum(v))
     if se == 0.0:
         return out
-    df = (va + vb) ** 2 / (va * va / (len(a) - 1) + vb * vb / (len(b) - 1))
+    df = sum(v) ** 2 / sum(x * x / (len(g) - 1) for x, g in zip(v, groups))
     h = t_quantile(0.5 + level / 2.0, df) * se
     out.update(se=se, df=df, lo=d - h, hi=d + h)
     return out
+
+
+def welch(a, b, level=0.95):
+    """mean(a) - mean(b) with its Welch confidence interval (contrast's dict)."""
+    return contrast([a, b], [1, -1], level)
 
 
 def signed(x, digits=2):
@@ -81,13 +88,14 @@ def signed(x, digits=2):
 def verdict(w, paper):
     """What the interval allows us to say about the paper's difference `paper` (None: not reported)."""
     if w["lo"] is None:
-        return "no interval (n = %d and %d)" % (w["n_a"], w["n_b"])
+        return "no interval (n = %s)" % (" and " if len(w["ns"]) == 2 else ", ").join(str(n) for n in w["ns"])
     zero = "excludes 0" if w["lo"] > 0 or w["hi"] < 0 else "includes 0"
     if paper is None:
         return "interval %s" % zero
     if w["lo"] <= paper <= w["hi"]:
         if paper != 0 and zero == "includes 0":
-            return "inconclusive at n = %d, %d (holds both 0 and the paper's %s)" % (w["n_a"], w["n_b"], signed(paper, 1))
+            return "inconclusive at n = %s (holds both 0 and the paper's %s)" % (
+                ", ".join(str(n) for n in w["ns"]), signed(paper, 1))
         return "consistent with the paper (%s inside; interval %s)" % (signed(paper, 1), zero)
     return "differs from the paper (%s outside)" % signed(paper, 1)
 

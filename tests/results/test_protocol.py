@@ -2,6 +2,7 @@
 """The protocol of docs/RESULTS.md as results/reproduce.py enforces it, on made-up sweep records:
 which epoch count a sweep chooses, what a final run is given, and what it refuses."""
 import json
+import statistics
 import os
 import sys
 import tempfile
@@ -9,6 +10,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results"))
 import reproduce  # noqa: E402
 import report  # noqa: E402
+import stats  # noqa: E402
 import sweep  # noqa: E402
 
 fails = []
@@ -423,6 +425,21 @@ low = [dict(ok, seed=s, top1=89.0 + 0.2 * s) for s in range(3)]
 check(verdict_of(low[:2], three).endswith("outside), so far"), "partial row: " + verdict_of(low[:2], three))
 check(verdict_of(low, three).endswith("outside)"), "complete rows: " + verdict_of(low, three))
 check(verdict_of(low[:2], three, want=2).endswith("outside)"), "a 2-seed row complete: " + verdict_of(low[:2], three, want=2))
+
+# The interaction cell (claims 2 and 3): (a - b) - (c - d) over the four rows, "so far" while one is partial.
+def interaction_of(a, b, c, d, want=3):
+    recs = {"a": a, "b": b, "c": c, "d": d}
+    t = report.Table("", [(r, "", "fixed", want if r == "a" else 3) for r in "abcd"],
+                     lambda row, seed: recs[row][seed] if seed < len(recs[row]) else None)
+    return t.interaction("a", "b", "c", "d", 2.4)
+same = interaction_of(low, three, three, low)  # (low - three) - (three - low) = 2 (low - three)
+top = [[r["top1"] for r in g] for g in (low, three, three, low)]
+w4 = stats.contrast(top, [1, -1, -1, 1])
+check(abs(w4["d"] - 2 * (statistics.mean(top[0]) - statistics.mean(top[1]))) < 1e-9, "interaction d: %r" % w4)
+check(same == (stats.fmt_welch(w4), stats.verdict(w4, 2.4)) and same[1].startswith("differs from the paper"),
+      "interaction: %r" % (same,))
+check(interaction_of(low[:2], three, low, three, want=3)[1].endswith("outside), so far"), "interaction, partial row")
+check(interaction_of([], three, low, three) == ("—", "—"), "interaction with a row not run")
 
 for stop_signal in (signal.SIGTERM, signal.SIGINT):
     with tempfile.TemporaryDirectory() as d:

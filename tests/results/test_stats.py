@@ -30,6 +30,21 @@ h = stats.t_quantile(0.975, w["df"]) * 2 ** 0.5
 check(abs(w["lo"] + 3 + h) < 1e-9 and abs(w["hi"] + 3 - h) < 1e-9, "welch interval: %r" % w)
 check(2.75 < h / 2 ** 0.5 < 2.78, "t at 4.08 df between t(4) and t(5)")
 
+# A contrast of four means by hand (Welch-Satterthwaite): a, b as above, c = 0, 0, 3 (mean 1, var 3),
+# e = 4, 6 (mean 5, var 2); d = 2 - 5 - 1 + 5 = 1, se^2 = 1/3 + 5/3 + 1 + 1 = 4,
+# df = 16 / ((1/3)^2 / 2 + (5/3)^2 / 3 + 1 / 2 + 1 / 1). Weights scale the variance by their square.
+c = stats.contrast([[1, 2, 3], [2, 4, 6, 8], [0, 0, 3], [4, 6]], [1, -1, -1, 1])
+check(abs(c["d"] - 1) < 1e-12 and abs(c["se"] - 2) < 1e-12, "contrast d, se: %r" % c)
+check(abs(c["df"] - 16 / (1 / 18 + 25 / 27 + 1.5)) < 1e-9, "contrast df: %r" % c)
+h4 = stats.t_quantile(0.975, c["df"]) * 2
+check(abs(c["lo"] - 1 + h4) < 1e-9 and abs(c["hi"] - 1 - h4) < 1e-9 and c["ns"] == [3, 4, 3, 2], "contrast interval: %r" % c)
+c2 = stats.contrast([[1, 2, 3]], [2])
+check(abs(c2["d"] - 4) < 1e-12 and abs(c2["se"] - 2 / 3 ** 0.5) < 1e-12, "contrast weight 2: %r" % c2)
+check(stats.welch([1, 2, 3], [2, 4, 6, 8]) == stats.contrast([[1, 2, 3], [2, 4, 6, 8]], [1, -1]), "welch = contrast +1, -1")
+check(stats.verdict(c, 1.5) == "inconclusive at n = 3, 4, 3, 2 (holds both 0 and the paper's +1.5)", stats.verdict(c, 1.5))
+check(stats.verdict(stats.contrast([[1], [2, 3], [1, 2], [4, 5]], [1, -1, -1, 1]), 0.0)
+      == "no interval (n = 1, 2, 2, 2)", "contrast, n = 1")
+
 # Verdicts: inside, outside, no interval.
 check(stats.verdict(w, -1.0) == "inconclusive at n = 3, 4 (holds both 0 and the paper's \u22121.0)", stats.verdict(w, -1.0))
 w0 = stats.welch([1, 2, 3], [11, 12, 13])
