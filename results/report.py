@@ -116,6 +116,21 @@ class Table:
         return (stats.fmt_welch(w) if w else "—"), self.verdict_of(w, [r for r, _ in terms], paper)
 
 
+def divergence_verdict(t, row):
+    """Claim 4's "none" against the paper, which reports that it diverges: which seeds did (a record with
+    `diverged`), or that every seed trained; "so far" while seeds are still to run."""
+    recs = t.records[row]
+    if not recs:
+        return "—"
+    so_far = ", so far" if t.partial(row) else ""
+    bad = [str(r.get("seed", "?")) for r in recs if r.get("diverged")]
+    if bad:
+        return "as the paper: seed%s %s diverged (%d of %d)%s" % (
+            "s" * (len(bad) > 1), ", ".join(bad), len(bad), len(recs), so_far)
+    trained = sum(1 for r in recs if "top1" in r)
+    return "differs from the paper: %d of %d seeds trained, none diverged%s" % (trained, len(recs), so_far)
+
+
 def commands(t, out):
     out.append("## Every run\n")
     out.append("Each line is one record in `results/runs/<row>/s<seed>.json`: the command (run from the"
@@ -327,12 +342,12 @@ def claims_2_to_5_section(t, out, runs):
                " difference of the two Δ, with its Welch–Satterthwaite interval over the four rows' seeds.\n")
 
     out.append("## Claim 4: how Q and K are normalised (XCiT, as the paper)\n")
-    out.append("| normalisation | top-1 or outcome | Δ to ℓ1 [95 % CI] | paper (XCiT-S12/16 → SimA) |")
-    out.append("|---|---|---|---|")
-    for row, what, paper in ((E + "xcit_sima", "ℓ1 (SimA)", "trains"), (E + "xcit_sima_l2", "ℓ2", "lower than ℓ1"),
-                             (E + "xcit_sima_nonorm", "none", "NaN losses")):
-        d = "" if row == E + "xcit_sima" else t.delta(row, E + "xcit_sima")
-        out.append("| %s | %s | %s | %s |" % (what, t.cell(row), d, paper))
+    out.append("| normalisation | top-1 or outcome | Δ to ℓ1 [95 % CI] | paper (XCiT-S12/16 → SimA, ImageNet) | verdict |")
+    out.append("|---|---|---|---|---|")
+    l1, l2, none = E + "xcit_sima", E + "xcit_sima_l2", E + "xcit_sima_nonorm"
+    out.append("| ℓ1 (SimA) | %s | | trains (82.1) | |" % t.cell(l1))
+    out.append("| ℓ2 | %s | %s | −2.9 | %s |" % (t.cell(l2), t.delta(l2, l1), t.verdict(l2, l1, -2.9)))
+    out.append("| none | %s | %s | diverges (NaN loss) | %s |" % (t.cell(none), t.delta(none, l1), divergence_verdict(t, none)))
     out.append("")
 
     out.append("## Claim 5: the other softmax-free variants, same budget\n")

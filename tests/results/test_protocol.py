@@ -414,6 +414,23 @@ check(cell_of(dict(nan, seed=0), nan) == "seed 0 diverged, seed 1 diverged (2 of
 check(cell_of(ok, dict(ok, seed=1, top1=91.0)) == "90.50 ± 0.71" and cell_of(ok) == "90.00 (1 of 2 seeds)",
       "finished: %s / %s" % (cell_of(ok, dict(ok, seed=1, top1=91.0)), cell_of(ok)))
 
+# Claim 4's "none" against the paper's divergence: the seeds that diverged, or that every seed trained;
+# "so far" while seeds are still to run.
+def divergence_of(*recs, want=2):
+    t = report.Table("", [("r", "", "fixed", want)], lambda row, seed: recs[seed] if seed < len(recs) else None)
+    return report.divergence_verdict(t, "r")
+check(divergence_of() == "—", "no record: " + divergence_of())
+check(divergence_of(ok, nan) == "as the paper: seed 1 diverged (1 of 2)", "one diverged: " + divergence_of(ok, nan))
+check(divergence_of(dict(nan, seed=0), nan) == "as the paper: seeds 0, 1 diverged (2 of 2)",
+      "both diverged: " + divergence_of(dict(nan, seed=0), nan))
+check(divergence_of(ok, dict(ok, seed=1)) == "differs from the paper: 2 of 2 seeds trained, none diverged",
+      "both trained: " + divergence_of(ok, dict(ok, seed=1)))
+check(divergence_of(ok) == "differs from the paper: 1 of 1 seeds trained, none diverged, so far",
+      "one of two trained: " + divergence_of(ok))
+failed = {"seed": 1, "exit_code": 1, "error": "test evaluation failed: no such file"}  # failed, not diverged
+check(divergence_of(ok, failed) == "differs from the paper: 1 of 2 seeds trained, none diverged",
+      "one failed: " + divergence_of(ok, failed))
+
 # A verdict drawn while a row has seeds still to run says so; with every seed in, it does not.
 def verdict_of(a, b, want=3):
     recs = {"a": a, "b": b}
