@@ -128,7 +128,8 @@ def divergence_verdict(t, row):
         return "as the paper: seed%s %s diverged (%d of %d)%s" % (
             "s" * (len(bad) > 1), ", ".join(bad), len(bad), len(recs), so_far)
     trained = sum(1 for r in recs if "top1" in r)
-    return "differs from the paper: %d of %d seeds trained, none diverged%s" % (trained, len(recs), so_far)
+    return "differs from the paper: %d of %d seed%s trained, none diverged%s" % (
+        trained, len(recs), "s" * (len(recs) != 1), so_far)
 
 
 def commands(t, out):

@@ -425,7 +425,7 @@ check(divergence_of(dict(nan, seed=0), nan) == "as the paper: seeds 0, 1 diverge
       "both diverged: " + divergence_of(dict(nan, seed=0), nan))
 check(divergence_of(ok, dict(ok, seed=1)) == "differs from the paper: 2 of 2 seeds trained, none diverged",
       "both trained: " + divergence_of(ok, dict(ok, seed=1)))
-check(divergence_of(ok) == "differs from the paper: 1 of 1 seeds trained, none diverged, so far",
+check(divergence_of(ok) == "differs from the paper: 1 of 1 seed trained, none diverged, so far",
       "one of two trained: " + divergence_of(ok))
 failed = {"seed": 1, "exit_code": 1, "error": "test evaluation failed: no such file"}  # failed, not diverged
 check(divergence_of(ok, failed) == "differs from the paper: 1 of 2 seeds trained, none diverged",
