@@ -458,6 +458,26 @@ check(same == (stats.fmt_welch(w4), stats.verdict(w4, 2.4)) and same[1].startswi
 check(interaction_of(low[:2], three, low, three, want=3)[1].endswith("outside), so far"), "interaction, partial row")
 check(interaction_of([], three, low, three) == ("—", "—"), "interaction with a row not run")
 
+# Claim 6 against the study's targets: each finished DINO row's 20-NN against the raw pixels' from its own
+# record, its linear probe against 88, then SimA − XCA without an interval.
+def frozen(k20, lp):
+    return {"result": {"knn": {"results": [{"k": 10, "top1": k20 + 1}, {"k": 20, "top1": k20},
+                                           {"k": 100, "top1": k20 - 1}]}, "linear_probe": {"top1": lp}}}
+def dino_lines(xca, sima):
+    recs = {"dino_xcit_xca": xca, "dino_xcit_sima": sima}
+    t = report.Table("", [(r, "", "dino", 1) for r in recs], lambda row, seed: recs[row] if seed == 0 else None)
+    return " ".join(report.dino_target_lines(t))
+pixels = {"pixels": frozen(85.7, 85.0)}
+xca = {"seed": 0, "exit_code": 0, "wall_s": 1.0, "eval": frozen(80.0, 78.5), "baselines": pixels}
+sima = dict(xca, eval=frozen(86.0, 88.0))
+check(dino_lines(None, None) == "", "claim 6, no record: " + dino_lines(None, None))
+both = dino_lines(xca, sima)
+check("XCA: 20-NN 80.00, not above the raw pixels' 85.70: missed; linear probe 78.50 against 88.0: missed." in both
+      and "SimA: 20-NN 86.00, above the raw pixels' 85.70: met; linear probe 88.00 against 88.0: met." in both
+      and "SimA − XCA: 20-NN +6.00, linear probe +9.50 (one seed each" in both, "claim 6, both: " + both)
+one = dino_lines(xca, dict(sima, exit_code=1, error="x"))
+check("XCA: 20-NN 80.00" in one and "SimA" not in one, "claim 6, SimA failed: " + one)
+
 for stop_signal in (signal.SIGTERM, signal.SIGINT):
     with tempfile.TemporaryDirectory() as d:
         stopped_launcher(d, stop_signal)
