@@ -375,7 +375,7 @@ def claim6_section(t, out):
     out.append("## Claim 6: DINO with SimA against DINO with XCA (XCiT)\n")
     out.append("| features | k-NN k=10 / 20 / 100 | linear probe | DINO CPU / wall (min:s) | paper (XCiT-S12/16, 100 ep.): linear / 20-NN |")
     out.append("|---|---|---|---|---|")
-    baselines = []
+    baselines, pixels = [], []  # the untrained networks, then the raw pixels (the same in every record)
     for row, what, paper in (("dino_xcit_xca", "XCiT, XCA", "75.8 / 71.6"), ("dino_xcit_sima", "XCiT, SimA", "75.5 / 71.2")):
         recs = t.records[row]
         knn, lp, wall = "not run", "—", "—"
@@ -388,10 +388,10 @@ def claim6_section(t, out):
             b = r.get("baselines", {})
             if "init" in b:
                 baselines.append(("%s freshly initialised (no training)" % what, b["init"]))
-            if "pixels" in b and not any(w == "raw pixels" for w, _ in baselines):
-                baselines.append(("raw pixels", b["pixels"]))
+            if "pixels" in b and not pixels:
+                pixels.append(("raw pixels", b["pixels"]))
         out.append("| DINO teacher, %s | %s | %s | %s | %s |" % (what, knn, lp, wall, paper))
-    for what, ev in baselines:
+    for what, ev in baselines + pixels:
         out.append("| %s | %s | %s | — | — |" % ((what,) + frozen_cells(ev)))
     out.append("")
     out.extend(dino_target_lines(t))
@@ -421,8 +421,8 @@ def dino_target_lines(t):
     line = ("Targets (test set, seed 0): a DINO teacher's 20-NN above the raw pixels', and its linear probe at"
             " %.0f %% or more. %s" % (LINEAR_TARGET, " ".join(said)))
     if len(scores) == 2:
-        line += (" SimA − XCA: 20-NN %+.2f, linear probe %+.2f (one seed each, so no interval; the paper's"
-                 " −0.4 and −0.3)." % tuple(s - x for s, x in zip(scores["SimA"], scores["XCA"])))
+        line += (" SimA − XCA: 20-NN %s, linear probe %s (one seed each, so no interval; the paper's −0.4 and"
+                 " −0.3)." % tuple(("%+.2f" % (s - x)).replace("-", "−") for s, x in zip(scores["SimA"], scores["XCA"])))
     return [line, ""]
 
 

@@ -471,6 +471,8 @@ pixels = {"pixels": frozen(85.7, 85.0)}
 xca = {"seed": 0, "exit_code": 0, "wall_s": 1.0, "eval": frozen(80.0, 78.5), "baselines": pixels}
 sima = dict(xca, eval=frozen(86.0, 88.0))
 check(dino_lines(None, None) == "", "claim 6, no record: " + dino_lines(None, None))
+low = dino_lines(xca, dict(sima, eval=frozen(79.0, 78.0)))
+check("SimA − XCA: 20-NN −1.00, linear probe −0.50 (one seed" in low, "claim 6, SimA behind: " + low)
 both = dino_lines(xca, sima)
 check("XCA: 20-NN 80.00, not above the raw pixels' 85.70: missed; linear probe 78.50 against 88.0: missed." in both
       and "SimA: 20-NN 86.00, above the raw pixels' 85.70: met; linear probe 88.00 against 88.0: met." in both
