@@ -422,7 +422,7 @@ def dino_target_lines(t):
             " %.0f %% or more. %s" % (LINEAR_TARGET, " ".join(said)))
     if len(scores) == 2:
         line += (" SimA − XCA: 20-NN %s, linear probe %s (one seed each, so no interval; the paper's −0.4 and"
-                 " −0.3)." % tuple(("%+.2f" % (s - x)).replace("-", "−") for s, x in zip(scores["SimA"], scores["XCA"])))
+                 " −0.3)." % tuple(stats.signed(s - x) for s, x in zip(scores["SimA"], scores["XCA"])))
     return [line, ""]
 
 
