@@ -96,12 +96,8 @@ void write_case(const std::string& name, const std::string& path) {
   save_safetensors(path, out, {{"model", name}});
 }
 
-// Runs the check script on `path`; returns its exit status, its output in `log`.
-int run_check(const std::string& path, std::string& log) {
-  const char* py = std::getenv("SIMA_PYTHON3");
-  const char* script = std::getenv("SIMA_MODEL_GRADS_SCRIPT");
-  REQUIRE_MESSAGE(py, "SIMA_PYTHON3 is not set (ctest sets it)");
-  REQUIRE_MESSAGE(script, "SIMA_MODEL_GRADS_SCRIPT is not set (ctest sets it)");
+// Runs the check script (`py` `script` `path`); returns its exit status, its output in `log`.
+int run_check(const char* py, const char* script, const std::string& path, std::string& log) {
   const std::string cmd = std::string(py) + " " + script + " " + path + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p);
@@ -114,12 +110,16 @@ int run_check(const std::string& path, std::string& log) {
 }  // namespace
 
 TEST_CASE("every SimA registry model: whole-model float32 gradients within 2x PyTorch float32's error") {
+  const char* py = std::getenv("SIMA_PYTHON3");
+  const char* script = std::getenv("SIMA_MODEL_GRADS_SCRIPT");
+  REQUIRE_MESSAGE(py, "SIMA_PYTHON3 is not set (ctest sets it)");
+  REQUIRE_MESSAGE(script, "SIMA_MODEL_GRADS_SCRIPT is not set (ctest sets it)");
   for (const std::string name : {"xcit_nano_12_p4_28_sima", "deit_tiny_patch4_28_sima", "cvt_13_28_sima"}) {
     CAPTURE(name);
     const std::string path = "model_grads_" + name + ".safetensors";
     write_case(name, path);
     std::string log;
-    const int status = run_check(path, log);
+    const int status = run_check(py, script, path, log);
     MESSAGE(log);
     CHECK(status == 0);
     std::remove(path.c_str());
