@@ -95,7 +95,15 @@ def run_point(point, epochs, subset, threads):
     os.makedirs(OUT, exist_ok=True)
     argv = train_argv(point, epochs, subset, out)
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    code, last, spent = run_sitting(argv, env, out, False)
+    done = epoch_records(out)
+    if len(done) == epochs and os.path.exists(os.path.join(out, "model.safetensors")):
+        # trained by a launcher stopped before it could record the point: its epochs' CPU, no sitting
+        code, last = 0, ""
+        spent = [{"cpu_s": round(sum(e["epoch_cpu_seconds"] for e in done), 1),
+                  "wall_s": round(sum(e["epoch_seconds"] for e in done), 1), "resumed": False,
+                  "epochs_run": epochs, "from": "the run folder's epoch records (launcher stopped)"}]
+    else:
+        code, last, spent = run_sitting(argv, env, out, False)
     rec = {"row": ROW, "point": point, "settings": settings(point, epochs), "train_subset": subset or 50000,
            "command": user_command(argv, threads), "commit": git_commit(), "binary": binary_version(BIN),
            "date": started, "epochs_planned": epochs, "exit_code": code, "seed": sweep.SWEEP_SEED,
