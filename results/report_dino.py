@@ -76,7 +76,11 @@ def dino_recipe_section(runs, out):
         if pix[0] is not None:
             out.append("| raw pixels | standardised | — | — | %.2f / %.2f | — |" % pix)
     out.append("")
-    b = best(points)
+    finished = [r for r in points if r.get("exit_code") == 0 and r.get("evals")]
+    if len(finished) == 1:
+        out.append("One point has finished, so nothing is compared yet: the `_v2` configs' recipe is DINO's scaled to"
+                   " the image, not yet chosen here.\n")
+    b = best(points) if len(finished) > 1 else None
     if b:
         r, blocks, knn = b
         out.append("Best point on the validation split: **%s** (%s features), 20-NN %.2f.%s\n" % (

@@ -54,6 +54,11 @@ with tempfile.TemporaryDirectory() as d:
     write_json(os.path.join(recs, "base_e5_n20000.json"),
                {"point": "base", "settings": {}, "epochs_planned": 5, "train_subset": 20000, "exit_code": 0,
                 "cpu_s": 600.0, "evals": {"blocks1": evaluation(80.0, 78.0), "blocks2": evaluation(81.0, 79.0)}})
+    out = []
+    report_dino.dino_recipe_section(d, out)
+    check("One point has finished, so nothing is compared yet" in "\n".join(out) and
+          "Best point" not in "\n".join(out), "one point: no best: %s" % out)
+    out = []
     write_json(os.path.join(recs, "temp_e5_n20000.json"),
                {"point": "temp", "settings": {"dino.teacher_temp": 0.07}, "epochs_planned": 5, "train_subset": 20000,
                 "exit_code": 0, "cpu_s": 660.0,
