@@ -3,11 +3,13 @@ paper rows' recipe, its budget and its teacher's frozen features on the validati
 supervised XCiT of the same size gives (the diagnostic record) and the raw pixels."""
 import glob
 import json
+import math
 import os
 
 import frozen_eval
 
 DIAGNOSTIC = "diagnostic_supervised_xcit_sima.json"
+OUT_DIM = 4096  # the DINO rows' dino.out_dim: a loss of ln(OUT_DIM) is the uniform output
 
 
 def load_records(runs):
@@ -76,6 +78,12 @@ def dino_recipe_section(runs, out):
         if pix[0] is not None:
             out.append("| raw pixels | standardised | — | — | %.2f / %.2f | — |" % pix)
     out.append("")
+    for r in points:
+        loss = (r.get("epochs") or [{}])[-1].get("train_loss")
+        if r.get("exit_code") == 0 and loss is not None and loss > math.log(OUT_DIM) - 0.01:
+            out.append("%s: its last epoch's loss %.3f is ln %d = %.3f, the uniform output: the teacher had not"
+                       " started to learn (its features are about the untrained network's).\n"
+                       % (r["point"], loss, OUT_DIM, math.log(OUT_DIM)))
     finished = [r for r in points if r.get("exit_code") == 0 and r.get("evals")]
     if len(finished) == 1:
         out.append("One point has finished, so nothing is compared yet: the `_v2` configs' recipe is DINO's scaled to"

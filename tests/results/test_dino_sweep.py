@@ -53,7 +53,8 @@ with tempfile.TemporaryDirectory() as d:
     recs = os.path.join(d, "sweeps", "dino_recipe")
     write_json(os.path.join(recs, "base_e5_n20000.json"),
                {"point": "base", "settings": {}, "epochs_planned": 5, "train_subset": 20000, "exit_code": 0,
-                "cpu_s": 600.0, "evals": {"blocks1": evaluation(80.0, 78.0), "blocks2": evaluation(81.0, 79.0)}})
+                "cpu_s": 600.0, "evals": {"blocks1": evaluation(80.0, 78.0), "blocks2": evaluation(81.0, 79.0)},
+                "epochs": [{"epoch": 5, "train_loss": 8.3175}]})
     out = []
     report_dino.dino_recipe_section(d, out)
     check("One point has finished, so nothing is compared yet" in "\n".join(out) and
@@ -71,6 +72,8 @@ with tempfile.TemporaryDirectory() as d:
     check("| temp | `teacher_temp`=0.07 | 5 × 20000 | 11 | 84.50 / 82.00 | 84.00 / 83.00 |" in text, text)
     check("| aug | none (the paper rows' recipe) | 5 × 20000 | — | failed: boom | — |" in text, text)
     check("Best point on the validation split: **temp** (last-token features), 20-NN 84.50." in text, text)
+    check("base: its last epoch's loss 8.318 is ln 4096 = 8.318, the uniform output" in text, text)
+    check("temp: its last epoch" not in text, text)
 
 if fails:
     print("\n".join("FAIL: " + f for f in fails))
