@@ -146,6 +146,7 @@ int evaluate_features(const Cli& cli) {
   FeatureEvalOptions o;
   o.extract.batch_size = cli.get_int("batch");
   o.extract.num_workers = static_cast<int>(cli.get_int("workers"));
+  o.extract.blocks = cli.get_int("feature-blocks");
   o.train_limit = cli.get_int("train-limit");
   o.limit = cli.get_int("limit");
   o.validation = cli.get_int("validation");
@@ -155,6 +156,8 @@ int evaluate_features(const Cli& cli) {
   o.validation_seed = static_cast<uint64_t>(vseed);
   const long long seed = cli.get_int("seed");
   check(o.extract.batch_size > 0, "--batch: ", o.extract.batch_size, " must be positive");
+  check(o.extract.blocks >= 1 && o.extract.blocks <= 64, "--feature-blocks: ", o.extract.blocks,
+        " is not in 1..64 (the class tokens of the last N blocks)");
   check(o.extract.num_workers >= 0 && o.extract.num_workers <= 256, "--workers: ", o.extract.num_workers,
         " is not in 0..256");
   check(o.train_limit >= 0, "--train-limit: ", o.train_limit, " must be >= 0 (0 = all)");
@@ -201,7 +204,7 @@ std::string flag_conflict(const Cli& cli) {
   for (const char* f : {"probe-epochs", "probe-lr", "probe-batch", "probe-wd"})
     if (cli.is_set(f) && !probe) return std::string("--") + f + " needs --linear-probe";
   if (!knn && !probe) {
-    for (const char* f : {"features", "train-limit", "seed", "validation", "validation-seed"})
+    for (const char* f : {"features", "feature-blocks", "train-limit", "seed", "validation", "validation-seed"})
       if (cli.is_set(f)) return std::string("--") + f + " needs --knn or --linear-probe";
     if (!cli.is_set("checkpoint")) return "--checkpoint PATH is required (or --features pixels --data SPEC --knn)";
     return "";
@@ -215,6 +218,7 @@ std::string flag_conflict(const Cli& cli) {
   if (f != "pixels" && !cli.is_set("checkpoint"))
     return "--features " + f + " needs --checkpoint PATH (the raw-pixel baseline is --features pixels --data SPEC)";
   if (f == "pixels" && !cli.is_set("checkpoint") && !cli.is_set("data")) return "--features pixels needs --data SPEC";
+  if (f == "pixels" && cli.is_set("feature-blocks")) return "--feature-blocks does not apply to --features pixels";
   return "";
 }
 
@@ -254,6 +258,11 @@ void declare_flags(Cli& cli) {
            "architecture freshly initialised with --seed (the random-init baseline); or the pixels (standardised "
            "with the train split's mean/std; with --checkpoint, its input transform)",
            false, "model");
+  cli.flag("feature-blocks", "N",
+           "--knn/--linear-probe: the class tokens of the last N blocks, each after the final norm, concatenated "
+           "(DINO's eval_linear n_last_blocks; ViT-S uses 4). DeiT: 1..depth; XCiT: 1..cls_attn_layers (its "
+           "class-attention blocks); CvT: 1",
+           false, "1");
   cli.flag("train-limit", "N", "--knn/--linear-probe: a seeded random N train images; 0 = all", false, "0");
   cli.flag("seed", "S", "--knn/--linear-probe: seed of the random subsets and of the probe", false, "0");
   cli.flag("validation", "N",

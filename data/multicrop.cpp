@@ -18,6 +18,14 @@ int64_t scaled_blur_kernel(int64_t crop_size) {
   return std::min<int64_t>(odd, 2 * crop_size - 1);  // reflect padding k/2 must stay below the size
 }
 
+std::pair<float, float> scaled_blur_sigma(const MultiCropOptions& o, int64_t crop_size) {
+  check(o.blur_sigma_reference >= 0 && o.blur_sigma_reference <= 4096, "multicrop: blur_sigma_reference ",
+        o.blur_sigma_reference, " is not in 0..4096 (0 = sigma in pixels)");
+  if (o.blur_sigma_reference == 0) return o.blur_sigma;
+  const float f = float(double(crop_size) / double(o.blur_sigma_reference));
+  return {o.blur_sigma.first * f, o.blur_sigma.second * f};
+}
+
 DataAugmentationDINO::DataAugmentationDINO(const MultiCropOptions& o) : options_(o) {
   using namespace transforms;
   check(o.global_size > 0 && o.local_size > 0 && o.global_size <= 4096 && o.local_size <= 4096,
@@ -39,8 +47,9 @@ DataAugmentationDINO::DataAugmentationDINO(const MultiCropOptions& o) : options_
                     random_apply(color_jitter(o.brightness, o.contrast, o.saturation, o.hue), o.color_jitter_p),
                     random_grayscale(o.grayscale_p)});
   };
-  auto blur = [&](int64_t k, double p) {
-    return random_apply(gaussian_blur(k, o.blur_sigma.first, o.blur_sigma.second), p);
+  auto blur = [&](int64_t k, int64_t size, double p) {
+    const std::pair<float, float> sigma = scaled_blur_sigma(o, size);
+    return random_apply(gaussian_blur(k, sigma.first, sigma.second), p);
   };
   // the steps before and after the view-specific ones
   auto build = [&](int64_t size, std::pair<double, double> scale, std::vector<Transform> middle) {
@@ -53,10 +62,11 @@ DataAugmentationDINO::DataAugmentationDINO(const MultiCropOptions& o) : options_
     if (!o.mean.empty() || !o.std.empty()) ts.push_back(transforms::normalize(o.mean, o.std));
     return compose(std::move(ts));
   };
-  global1_ = build(o.global_size, o.global_scale, {blur(global_kernel_, o.global1_blur_p)});
+  global1_ = build(o.global_size, o.global_scale, {blur(global_kernel_, o.global_size, o.global1_blur_p)});
   global2_ = build(o.global_size, o.global_scale,
-                   {blur(global_kernel_, o.global2_blur_p), transforms::solarize(o.solarize_threshold, o.solarize_p)});
-  local_ = build(o.local_size, o.local_scale, {blur(local_kernel_, o.local_blur_p)});
+                   {blur(global_kernel_, o.global_size, o.global2_blur_p),
+                    transforms::solarize(o.solarize_threshold, o.solarize_p)});
+  local_ = build(o.local_size, o.local_scale, {blur(local_kernel_, o.local_size, o.local_blur_p)});
 }
 
 MultiCropViews DataAugmentationDINO::operator()(const Image& image, Generator& gen) const {

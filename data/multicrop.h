@@ -13,8 +13,10 @@
 // Blur: torchvision's GaussianBlur (a sampled Gaussian kernel, as newer DINO-style code
 // uses), σ ~ U[0.1, 2.0], not the original code's PIL GaussianBlur(radius = σ). Its kernel is
 // 23 at 224 pixels and scales with the crop: k = odd round(23·size/224), at least 3, at most
-// 2·size − 1 (so 9 for 96-pixel local crops, 3 for 28- or 12-pixel crops). σ is not scaled:
-// set blur_sigma for small images if wanted.
+// 2·size − 1 (so 9 for 96-pixel local crops, 3 for 28- or 12-pixel crops). σ is in pixels
+// (not scaled) unless blur_sigma_reference is set: then blur_sigma is the range for a crop of
+// that side and each view's σ is scaled by its side / blur_sigma_reference (224: DINO's σ scaled
+// to the crop, [0.1, 2] -> [0.0125, 0.25] at 28 pixels, [0.0054, 0.107] at 12).
 //
 // The views of a batch are stacked per resolution group, view-major, as DINO's loader and
 // MultiCropWrapper see them: rows [v·B, (v + 1)·B) of a group hold view v of every sample.
@@ -43,6 +45,7 @@ struct MultiCropOptions {
   double color_jitter_p = 0.8;
   double grayscale_p = 0.2;
   std::pair<float, float> blur_sigma{0.1f, 2.0f};
+  int64_t blur_sigma_reference = 0;  // 0: blur_sigma in pixels; N: for an N-pixel crop, scaled (above)
   int64_t global_blur_kernel = 0;  // 0: scaled from the crop size (see above)
   int64_t local_blur_kernel = 0;
   double global1_blur_p = 1.0, global2_blur_p = 0.1, local_blur_p = 0.5;
@@ -53,6 +56,10 @@ struct MultiCropOptions {
   std::vector<float> std = transforms::kImageNetStd;
   bool to_three_channels = false;  // repeat a grey image to RGB first (so jitter and grayscale act)
 };
+
+// The σ range of the blur of a `crop_size` view: o.blur_sigma, scaled by crop_size / reference
+// when o.blur_sigma_reference > 0.
+std::pair<float, float> scaled_blur_sigma(const MultiCropOptions& o, int64_t crop_size);
 
 // The blur kernel DINO's 23-at-224 becomes at `crop_size`: odd round(23·size/224) in [3, 2·size − 1].
 int64_t scaled_blur_kernel(int64_t crop_size);
@@ -72,6 +79,8 @@ class DataAugmentationDINO {
   const MultiCropOptions& options() const { return options_; }
   int64_t global_blur_kernel() const { return global_kernel_; }
   int64_t local_blur_kernel() const { return local_kernel_; }
+  std::pair<float, float> global_blur_sigma() const { return scaled_blur_sigma(options_, options_.global_size); }
+  std::pair<float, float> local_blur_sigma() const { return scaled_blur_sigma(options_, options_.local_size); }
 
  private:
   MultiCropOptions options_;

@@ -92,7 +92,7 @@ Tensor DeiT::position_embedding(int64_t Hp, int64_t Wp) const {
   return cat({prefix, grid}, 1);
 }
 
-Tensor DeiT::forward_tokens(const Tensor& images) {
+Tensor DeiT::forward_tokens(const Tensor& images, const std::function<void(int64_t, const Tensor&)>& after_block) {
   check(images.dim() == 4 && images.size(1) == cfg_.in_chans, "deit: input ", images.shape(),
         " must be (B, ", cfg_.in_chans, ", H, W)");
   int64_t Hp = 0, Wp = 0;
@@ -102,13 +102,27 @@ Tensor DeiT::forward_tokens(const Tensor& images) {
   if (dist_token.defined()) parts.push_back(expand(dist_token, {B, 1, D}));
   parts.push_back(x);
   x = add(cat(parts, 1), position_embedding(Hp, Wp));  // (B, T, D)
-  for (auto& blk : blocks) x = blk->forward(x, Hp, Wp);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    x = blocks[i]->forward(x, Hp, Wp);
+    if (after_block) after_block(int64_t(i), x);
+  }
   return norm->forward(x);
 }
 
 Tensor DeiT::forward_features(const Tensor& images) {
   Tensor x = forward_tokens(images);
   return squeeze(narrow(x, 1, 0, 1), 1);  // (B, D)
+}
+
+Tensor DeiT::forward_block_features(const Tensor& images, int64_t n) {
+  const int64_t depth = int64_t(blocks.size());
+  check(n >= 1 && n <= depth, "deit: feature blocks ", n, " is not in 1..", depth, " (the model's depth)");
+  std::vector<Tensor> cls;
+  forward_tokens(images, [&](int64_t i, const Tensor& x) {
+    // The final norm works per token: normalising the class token alone gives the same.
+    if (i >= depth - n) cls.push_back(squeeze(norm->forward(narrow(x, 1, 0, 1)), 1));  // (B, D)
+  });
+  return cls.size() == 1 ? cls[0] : cat(cls, 1);
 }
 
 std::vector<Tensor> DeiT::forward_heads(const Tensor& images) {

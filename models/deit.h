@@ -9,6 +9,7 @@
 // blocks.<i>.{norm1, attn.{qkv, proj}, ls1.gamma, norm2, mlp.{fc1, fc2}, ls2.gamma},
 // norm, head, head_dist.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,6 +43,8 @@ class DeiT : public Model {
  public:
   explicit DeiT(const ModelConfig& cfg);
   Tensor forward_features(const Tensor& images) override;  // (B, D): norm(x)[:, 0]
+  // (B, n·D): norm(x_i)[:, 0] after each of the last n blocks, earliest first; n in 1..depth.
+  Tensor forward_block_features(const Tensor& images, int64_t n) override;
   // {head(x[:, 0])} or, distilled, {head(x[:, 0]), head_dist(x[:, 1])}.
   std::vector<Tensor> forward_heads(const Tensor& images) override;
   std::vector<Tensor> heads(const Tensor& features) override;  // {head(features)}
@@ -58,8 +61,10 @@ class DeiT : public Model {
   std::shared_ptr<Linear> head, head_dist;  // head_dist only when distilled
 
  private:
-  // The normalised tokens after the final norm (B, T, D).
-  Tensor forward_tokens(const Tensor& images);
+  // The normalised tokens after the final norm (B, T, D); after_block(i, x) sees block i's
+  // output before the norm.
+  Tensor forward_tokens(const Tensor& images,
+                        const std::function<void(int64_t, const Tensor&)>& after_block = nullptr);
   int64_t num_prefix_ = 1, grid_ = 0;  // class (+ distillation) tokens; trained grid side
 };
 

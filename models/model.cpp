@@ -1,5 +1,6 @@
 #include "models/model.h"
 
+#include "core/error.h"
 #include "core/ops/elementwise.h"
 
 namespace sima {
@@ -13,6 +14,12 @@ AttentionOptions trunk_attention_options(const ModelConfig& cfg, int64_t num_tok
   a.attn_drop = cfg.attn_drop_rate;
   a.proj_drop = cfg.drop_rate;
   return a;
+}
+
+Tensor Model::forward_block_features(const Tensor& images, int64_t blocks) {
+  check(blocks == 1, type_name(), ": feature blocks ", blocks, " is not available: this architecture gives the ",
+        "class token of its last block only (1)");
+  return forward_features(images);
 }
 
 std::vector<Tensor> Model::forward_heads(const Tensor& images) { return heads(forward_features(images)); }

@@ -23,6 +23,12 @@ class Model : public Module {
   virtual std::vector<Tensor> forward_heads(const Tensor& images);
   // The pre-logits feature (B, D): the class token after the final norm (k-NN, DINO, probes).
   virtual Tensor forward_features(const Tensor& images) = 0;
+  // The class tokens of the last `blocks` blocks that carry one, each after the final norm,
+  // concatenated earliest first: (B, blocks·D). DINO's eval_linear.py features for ViT-S
+  // (get_intermediate_layers, n_last_blocks = 4, no avgpool). blocks = 1 is forward_features.
+  // DeiT: any 1..depth; XCiT: its class-attention blocks, 1..cls_attn_layers (the patch blocks
+  // before them have no class token); CvT: 1 only. Anything else is a sima::Error naming the range.
+  virtual Tensor forward_block_features(const Tensor& images, int64_t blocks);
   // Applies the classifier head(s) to forward_features' output.
   virtual std::vector<Tensor> heads(const Tensor& features) = 0;
 

@@ -104,7 +104,7 @@ XCiT::XCiT(const ModelConfig& cfg) : Model(cfg, "XCiT") {
     }
 }
 
-Tensor XCiT::forward_features(const Tensor& images) {
+std::vector<Tensor> XCiT::class_tokens(const Tensor& images, int64_t n) {
   // Training: the BatchNorms of the patch embedding and of LPI need more than one value per
   // channel; their smallest input is the B x ceil(H/p) x ceil(W/p) token grid.
   if (is_training() && images.dim() == 4) {
@@ -120,9 +120,28 @@ Tensor XCiT::forward_features(const Tensor& images) {
   x = pos_drop->forward(add(x, pos_embed->forward(Hp, Wp)));  // + (1, N, D)
   for (auto& blk : blocks) x = blk->forward(x, Hp, Wp);
   x = cat({expand(cls_token, {B, 1, D}), x}, 1);  // (B, 1+N, D)
-  for (auto& blk : cls_attn_blocks) x = blk->forward(x);
-  // The final norm works per token: normalising the class token alone gives the same features.
-  return squeeze(norm->forward(slice(x, 1, 0, 1)), 1);  // (B, D)
+  std::vector<Tensor> out;
+  const int64_t L = int64_t(cls_attn_blocks.size());
+  for (int64_t i = 0; i < L; ++i) {
+    x = cls_attn_blocks[size_t(i)]->forward(x);
+    // The final norm works per token: normalising the class token alone gives the same features.
+    if (i >= L - n) out.push_back(squeeze(norm->forward(slice(x, 1, 0, 1)), 1));  // (B, D)
+  }
+  return out;
+}
+
+Tensor XCiT::forward_features(const Tensor& images) {
+  std::vector<Tensor> cls = class_tokens(images, 1);
+  check(cls.size() == 1, "XCiT: no class-attention block gives a class token (cls_attn_layers 0)");
+  return cls[0];  // (B, D)
+}
+
+Tensor XCiT::forward_block_features(const Tensor& images, int64_t n) {
+  const int64_t L = int64_t(cls_attn_blocks.size());
+  check(n >= 1 && n <= L, "xcit: feature blocks ", n, " is not in 1..", L,
+        " (its class-attention blocks, model.cls_attn_layers: the XCA blocks before them carry no class token)");
+  std::vector<Tensor> cls = class_tokens(images, n);
+  return cls.size() == 1 ? cls[0] : cat(cls, 1);
 }
 
 std::vector<Tensor> XCiT::heads(const Tensor& features) { return {head->forward(features)}; }

@@ -39,6 +39,9 @@ class XCiT : public Model {
   explicit XCiT(const ModelConfig& cfg);
 
   Tensor forward_features(const Tensor& images) override;  // (B, C, H, W) -> (B, D)
+  // (B, n·D): norm(x)[:, 0] after each of the last n class-attention blocks, earliest first;
+  // n in 1..cls_attn_layers (the XCA blocks before them carry no class token).
+  Tensor forward_block_features(const Tensor& images, int64_t n) override;
   std::vector<Tensor> heads(const Tensor& features) override;  // {(B, num_classes)}
   std::vector<Attention*> attention_layers() override;     // blocks[i].attn, in order
 
@@ -50,6 +53,10 @@ class XCiT : public Model {
   std::vector<std::shared_ptr<ClassAttentionBlock>> cls_attn_blocks;
   std::shared_ptr<LayerNorm> norm;
   std::shared_ptr<Module> head;  // Linear(D, num_classes), Identity when num_classes = 0
+
+ private:
+  // norm(x)[:, 0] (B, D) after each of the last n class-attention blocks, earliest first.
+  std::vector<Tensor> class_tokens(const Tensor& images, int64_t n);
 };
 
 // The timm registrations as configs (224×224, 1000 classes, attention xca):

@@ -5,6 +5,7 @@ import json
 import os
 import statistics
 
+import report_dino
 import report_protocol
 import report_speed
 import stats
@@ -484,6 +485,7 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
     claim1_section(t, out)
     claims_2_to_5_section(t, out, runs)
     claim6_section(t, out)
+    report_dino.dino_recipe_section(runs, out)
 
     report_speed.speed_section(t.records, out)
 

@@ -1,5 +1,6 @@
 // DINO multi-crop: view counts and sizes, the scaled blur kernel, view-major grouping of a
 // batch, determinism, small-image configurations, and the errors.
+#include <cmath>
 #include <set>
 
 #include "data/multicrop.h"
@@ -67,6 +68,43 @@ TEST_CASE("small images: global 28, local 12, grey input, no normalisation") {
   const MultiCropViews v3 = DataAugmentationDINO(o)(img, g);
   CHECK(v3.global_crops[1].channels == 3);
   CHECK(v3.local_crops[5].channels == 3);
+}
+
+TEST_CASE("blur sigma scaled to the crop: blur_sigma_reference N scales each view's range by its side / N") {
+  MultiCropOptions o;
+  o.global_size = 28;
+  o.local_size = 12;
+  o.mean = {};
+  o.std = {};
+  const DataAugmentationDINO pixels(o);  // reference 0: DINO's [0.1, 2] pixels at any size
+  CHECK(pixels.global_blur_sigma() == std::pair<float, float>{0.1f, 2.0f});
+  CHECK(pixels.local_blur_sigma() == std::pair<float, float>{0.1f, 2.0f});
+  o.blur_sigma_reference = 224;
+  const DataAugmentationDINO scaled(o);
+  CHECK(scaled.global_blur_sigma().first == doctest::Approx(0.0125));
+  CHECK(scaled.global_blur_sigma().second == doctest::Approx(0.25));
+  CHECK(scaled.local_blur_sigma().first == doctest::Approx(0.1 * 12 / 224.0));
+  CHECK(scaled.local_blur_sigma().second == doctest::Approx(2.0 * 12 / 224.0));
+  // the same draws (σ is drawn from the range either way), a blur-only first view: less blur
+  // keeps more of the image's local contrast
+  o.global1_blur_p = 1.0;
+  o.color_jitter_p = 0.0;
+  o.grayscale_p = 0.0;
+  Generator g1(3), g2(3);
+  const Image img = random_image(1, 28, 28, 4);
+  const Image a = DataAugmentationDINO(o)(img, g1).global_crops[0];
+  o.blur_sigma_reference = 0;
+  const Image b = DataAugmentationDINO(o)(img, g2).global_crops[0];
+  auto roughness = [](const Image& im) {  // Σ |x(i, j + 1) − x(i, j)|
+    double r = 0.0;
+    for (int64_t i = 0; i < im.height; ++i)
+      for (int64_t j = 0; j + 1 < im.width; ++j) r += std::abs(im.data[size_t(i * im.width + j + 1)] - im.data[size_t(i * im.width + j)]);
+    return r;
+  };
+  CHECK(roughness(a) > roughness(b));
+  o.blur_sigma_reference = -1;
+  CHECK_THROWS_WITH_AS(DataAugmentationDINO{o}, "multicrop: blur_sigma_reference -1 is not in 0..4096 (0 = sigma in pixels)",
+                       Error);
 }
 
 TEST_CASE("same seed, same views; another seed, other views; views of one image differ") {

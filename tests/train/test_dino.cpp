@@ -388,4 +388,9 @@ TEST_CASE("dino_multicrop_options: DINO's augmentations by default, each probabi
   CHECK(o.blur_sigma == std::pair<float, float>{0.05f, 0.5f});
   CHECK(o.local_size == 12);
   CHECK(o.local_crops == 3);
+  CHECK(o.blur_sigma_reference == 0);
+  j["dino"]["blur_sigma_reference_size"] = 224;
+  CHECK(dino_multicrop_options(experiment_from_json(j)).blur_sigma_reference == 224);
+  j["dino"]["blur_sigma_reference_size"] = -1;
+  CHECK(error_message([&] { experiment_from_json(j); }).find("dino.blur_sigma_reference_size") != std::string::npos);
 }

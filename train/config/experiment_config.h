@@ -123,6 +123,7 @@ struct DinoConfig {
   // The views' photometric augmentations (data/multicrop.h), DINO's values by default. They were
   // made for 224-pixel photographs: small grey images may want less (blur_sigma is in pixels).
   std::pair<double, double> blur_sigma{0.1, 2.0};
+  int64_t blur_sigma_reference_size = 0;  // 0: blur_sigma in pixels; N: for N-pixel crops, scaled per view
   double global1_blur_p = 1.0, global2_blur_p = 0.1, local_blur_p = 0.5;
   double solarize_p = 0.2;      // global view 2 only
   double color_jitter_p = 0.8;

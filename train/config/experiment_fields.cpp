@@ -217,6 +217,10 @@ void add_dino_distill_fields(std::vector<ConfigField>& f) {
   }};
   f.push_back(field("dino.blur_sigma", &E::dino, &DinoConfig::blur_sigma,
                     "range of the Gaussian blurs' sigma in pixels (DINO's [0.1, 2] is for 224-pixel crops)", sigma_range));
+  f.push_back(field("dino.blur_sigma_reference_size", &E::dino, &DinoConfig::blur_sigma_reference_size,
+                    "0: blur_sigma is in pixels; N: blur_sigma is for an N-pixel crop and each view's sigma is "
+                    "scaled by its side / N (224: DINO's sigma scaled to the image) (0..4096)",
+                    int_within(0, 4096)));
   f.push_back(field("dino.global1_blur_p", &E::dino, &DinoConfig::global1_blur_p,
                     "probability of blurring the first global view [0, 1]", within<double>(0, 1)));
   f.push_back(field("dino.global2_blur_p", &E::dino, &DinoConfig::global2_blur_p,

@@ -156,8 +156,11 @@ void check_ks(const std::vector<int64_t>& ks, int64_t N, const char* who) {
 
 Features extract_features(Model& model, std::shared_ptr<const Dataset> dataset, const FeatureOptions& options) {
   EvalModeGuard mode(model);
-  return extract(std::move(dataset), options, "extract_features",
-                 [&](const Tensor& images) { return model.forward_features(images); });  // (B, D)
+  check(options.blocks >= 1, "extract_features: blocks ", options.blocks, " must be at least 1");
+  return extract(std::move(dataset), options, "extract_features", [&](const Tensor& images) {
+    return options.blocks == 1 ? model.forward_features(images)                     // (B, D)
+                               : model.forward_block_features(images, options.blocks);  // (B, blocks·D)
+  });
 }
 
 Features extract_pixels(std::shared_ptr<const Dataset> dataset, const FeatureOptions& options) {

@@ -52,9 +52,12 @@ struct Features {
 struct FeatureOptions {
   int64_t batch_size = 256;
   int num_workers = 2;
+  // The class tokens of the last `blocks` blocks, concatenated (Model::forward_block_features:
+  // DINO's eval_linear.py n_last_blocks); 1 = forward_features. Pixels ignore it.
+  int64_t blocks = 1;
 };
 
-// The backbone feature (forward_features) of every sample of `dataset`, which must already
+// The backbone feature (forward_features, or forward_block_features with options.blocks > 1) of every sample of `dataset`, which must already
 // be transformed to the model's input (eval_transform: no augmentation), in dataset order.
 // Runs in eval mode under NoGradGuard and restores the model's mode. A sample without a
 // label (-1) is a sima::Error naming its index.

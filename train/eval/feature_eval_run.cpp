@@ -59,6 +59,7 @@ FeatureEvalResult run_feature_eval(Model* model, const Transform& transform, con
   check(options.limit >= 0, "--limit: ", options.limit, " must be >= 0 (0 = all)");
   FeatureEvalResult r;
   r.features = model ? "model" : "pixels";
+  r.feature_blocks = model ? options.extract.blocks : 1;
   r.data = to_string(spec);
 
   // Features of both splits, once.
@@ -115,7 +116,8 @@ FeatureEvalResult run_feature_eval(Model* model, const Transform& transform, con
 }
 
 nlohmann::json to_json(const FeatureEvalResult& r) {
-  nlohmann::json j{{"features", r.features},       {"data", r.data}, {"eval_split", r.eval_split},
+  nlohmann::json j{{"features", r.features},       {"feature_blocks", r.feature_blocks},
+                   {"data", r.data},               {"eval_split", r.eval_split},
                    {"train_count", r.train_count},
                    {"test_count", r.test_count},   {"dim", r.dim},   {"num_classes", r.num_classes},
                    {"extract_seconds", r.extract_seconds}};
@@ -147,7 +149,11 @@ std::string format_report(const FeatureEvalResult& r) {
   std::ostringstream s;
   s << "features ";
   if (r.features == "model" || r.features == "init") {
-    s << r.features << (r.features == "init" ? " (random initialisation) " : " ") << "(class token after the final norm)";
+    s << r.features << (r.features == "init" ? " (random initialisation) " : " ");
+    if (r.feature_blocks == 1)
+      s << "(class token after the final norm)";
+    else
+      s << "(class tokens of the last " << r.feature_blocks << " blocks after the final norm, concatenated)";
   } else if (r.pixel_mean.empty()) {
     s << "pixels (the model's input)";
   } else {

@@ -42,6 +42,7 @@ struct FeatureEvalResult {
   // Pixels without a transform: the train split's per-channel mean / std they were
   // standardised with (standardize_pixels); empty otherwise.
   std::vector<double> pixel_mean, pixel_std;
+  int64_t feature_blocks = 1;  // class tokens of the last N blocks (FeatureOptions::blocks); 1 for pixels
   std::string data;      // the data spec
   std::string eval_split = "test";  // "test", or "validation" (options.validation > 0)
   int64_t train_count = 0, test_count = 0, dim = 0, num_classes = 0;
@@ -61,7 +62,7 @@ struct FeatureEvalResult {
 FeatureEvalResult run_feature_eval(Model* model, const Transform& transform, const DataSpec& spec,
                                    const FeatureEvalOptions& options);
 
-// {"features", "data", "train_count", "test_count", "dim", "num_classes", "extract_seconds",
+// {"features", "feature_blocks", "data", "train_count", "test_count", "dim", "num_classes", "extract_seconds",
 //  "pixel_mean", "pixel_std" (standardised pixels only),
 //  "knn": {"temperature", "seconds", "results": [{"k", "top1", "top5"}...]} (with --knn),
 //  "linear_probe": {"epochs", "lr", "batch_size", "weight_decay", "momentum", "top1", "top5",

@@ -78,6 +78,7 @@ MultiCropOptions dino_multicrop_options(const ExperimentConfig& c) {
   mo.std = c.model.std;
   mo.to_three_channels = c.model.in_chans == 3;
   mo.blur_sigma = {float(d.blur_sigma.first), float(d.blur_sigma.second)};
+  mo.blur_sigma_reference = d.blur_sigma_reference_size;
   mo.global1_blur_p = d.global1_blur_p;
   mo.global2_blur_p = d.global2_blur_p;
   mo.local_blur_p = d.local_blur_p;

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""results/dino_sweep.py and results/report_dino.py on made-up records: a point's overrides at an epoch
+count (the teacher-temperature warm-up a share of the run), the commands it runs (validation split,
+never the test set; both feature choices), and the report's table and best point."""
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results"))
+import dino_sweep  # noqa: E402
+import report_dino  # noqa: E402
+from runner import write_json  # noqa: E402
+
+fails = []
+
+
+def check(ok, what):
+    if not ok:
+        fails.append(what)
+
+
+# overrides: "0.3*epochs" becomes a whole number of epochs, at least 1
+check(dino_sweep.value_of("0.3*epochs", 10) == 3, "warm-up of 10 epochs")
+check(dino_sweep.value_of("0.3*epochs", 1) == 1, "warm-up at least 1 epoch")
+check(dino_sweep.value_of(0.07, 10) == 0.07, "plain values unchanged")
+s = dino_sweep.settings("aug_temp", 20)
+check(s["dino.warmup_teacher_temp_epochs"] == 6 and s["dino.teacher_temp"] == 0.07, "aug_temp at 20 epochs: %s" % s)
+check(s["dino.blur_sigma_reference_size"] == 224 and s["dino.solarize_p"] == 0.0, "aug_temp's augmentations: %s" % s)
+check(dino_sweep.settings("base", 5) == {}, "base changes nothing")
+
+# the training command: the paper row's config, the validation split, the overrides, the subset
+argv = dino_sweep.train_argv("aug_temp_local16", 5, 20000, "/tmp/x")
+line = " ".join(argv)
+for want in ("configs/paper/dino_xcit_sima.json", "data.validation=10000", "data.validation_seed=0", "train.epochs=5",
+             "dino.local_crops_scale=[0.15,0.5]", "dino.local_crops_size=16", "data.train_subset=20000"):
+    check(want in line, "train command has %s: %s" % (want, line))
+check("data.train_subset" not in " ".join(dino_sweep.train_argv("base", 5, 0, "/tmp/x")), "no subset when 0")
+# the evaluation: k-NN and probe on the held-out images (never the test set), with the feature blocks
+ev = dino_sweep.eval_argv("/tmp/x/model.safetensors", 2)
+check(ev[ev.index("--validation") + 1] == "10000" and ev[ev.index("--feature-blocks") + 1] == "2",
+      "eval command: %s" % ev)
+check("--knn" in ev and "--linear-probe" in ev, "eval scores both: %s" % ev)
+
+
+def evaluation(knn20, probe):
+    return {"exit_code": 0, "result": {"knn": {"results": [{"k": 20, "top1": knn20}]}, "linear_probe": {"top1": probe}}}
+
+
+with tempfile.TemporaryDirectory() as d:
+    out = []
+    report_dino.dino_recipe_section(d, out)
+    check(out == [], "no section without records")
+    recs = os.path.join(d, "sweeps", "dino_recipe")
+    write_json(os.path.join(recs, "base_e5_n20000.json"),
+               {"point": "base", "settings": {}, "epochs_planned": 5, "train_subset": 20000, "exit_code": 0,
+                "cpu_s": 600.0, "evals": {"blocks1": evaluation(80.0, 78.0), "blocks2": evaluation(81.0, 79.0)},
+                "epochs": [{"epoch": 5, "train_loss": 8.3175}]})
+    out = []
+    report_dino.dino_recipe_section(d, out)
+    check("One point has finished, so nothing is compared yet" in "\n".join(out) and
+          "Best point" not in "\n".join(out), "one point: no best: %s" % out)
+    out = []
+    write_json(os.path.join(recs, "temp_e5_n20000.json"),
+               {"point": "temp", "settings": {"dino.teacher_temp": 0.07}, "epochs_planned": 5, "train_subset": 20000,
+                "exit_code": 0, "cpu_s": 660.0,
+                "evals": {"blocks1": evaluation(84.5, 82.0), "blocks2": evaluation(84.0, 83.0)}})
+    write_json(os.path.join(recs, "aug_e5_n20000.json"),
+               {"point": "aug", "settings": {}, "epochs_planned": 5, "train_subset": 20000, "exit_code": 1,
+                "error": "boom", "cpu_s": 1.0})
+    report_dino.dino_recipe_section(d, out)
+    text = "\n".join(out)
+    check("| temp | `teacher_temp`=0.07 | 5 × 20000 | 11 | 84.50 / 82.00 | 84.00 / 83.00 |" in text, text)
+    check("| aug | none (the paper rows' recipe) | 5 × 20000 | — | failed: boom | — |" in text, text)
+    check("Best point on the validation split: **temp** (last-token features), 20-NN 84.50." in text, text)
+    check("base: its last epoch's loss 8.318 is ln 4096 = 8.318, the uniform output" in text, text)
+    check("temp: its last epoch" not in text, text)
+
+if fails:
+    print("\n".join("FAIL: " + f for f in fails))
+    sys.exit(1)
+print("ok")
