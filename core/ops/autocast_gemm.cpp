@@ -62,7 +62,7 @@ struct BlockKeyHash {
 
 struct Bf16Matmul {
   dnnl::matmul prim;
-  memory::desc a, b, c;
+  memory a, b, c;  // made once; each call points them at its data (set_data_handle)
 };
 
 // op(A) stored transposed is the (m, k) matrix with strides (1, lda); likewise op(B).
@@ -77,7 +77,8 @@ Bf16Matmul make_bf16_matmul(const BlockKey& s) {
     attr.set_post_ops(ops);
   }
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, dnnl_ctx().eng);
-  return {dnnl::matmul(pd), a, b, c};
+  const dnnl::engine& eng = dnnl_ctx().eng;
+  return {dnnl::matmul(pd), memory(a, eng, nullptr), memory(b, eng, nullptr), memory(c, eng, nullptr)};
 }
 
 // One single-threaded bf16 block; the primitive for its shape is made once per thread and kept.
@@ -95,14 +96,14 @@ void bf16_block(const BlockKey& s, const uint16_t* A, const uint16_t* B, float* 
            "); train.precision bf16 needs AVX512-BF16 or AMX");
     }
   }
-  const Bf16Matmul& mm = it->second;
-  memory ma(mm.a, dnnl_ctx().eng, const_cast<uint16_t*>(A));
-  memory mb(mm.b, dnnl_ctx().eng, const_cast<uint16_t*>(B));
-  memory mc(mm.c, dnnl_ctx().eng, C);
+  Bf16Matmul& mm = it->second;
+  mm.a.set_data_handle(const_cast<uint16_t*>(A));
+  mm.b.set_data_handle(const_cast<uint16_t*>(B));
+  mm.c.set_data_handle(C);
   count_gemm_call();
   const bool timed = gemm_timing_on();
   const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  mm.prim.execute(st, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  mm.prim.execute(st, {{DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.c}});
   st.wait();
   if (timed)
     count_gemm_ns(
