@@ -97,7 +97,7 @@ int run_model(int argc, const char* const* argv) {
   cli.flag("batch", "B", "batch size", false, "64");
   cli.flag("img", "S", "image size (default: the model's)", false, "0");
   cli.flag("reps", "K", "timed runs per measurement (median)", false, "5");
-  cli.flag("precision", "fp32|bf16|int8", "precision of the inference runs (training stays float32)", false, "fp32");
+  cli.flag("precision", "fp32|bf16|int8", "precision of the inference runs (training: --train-precision)", false, "fp32");
   cli.flag("train-precision", "fp32|bf16|fp16", "precision of the training step's products (train.precision)", false,
            "fp32");
   cli.option("int8-attention", "with --precision int8: SimA's attention core in int8 too");

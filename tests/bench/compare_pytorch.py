@@ -171,7 +171,7 @@ def parse_args():
     p.add_argument("--train-precision", default="fp32", choices=["fp32", "bf16"],
                    help="the training step's products, both sides (sima-bench --train-precision, torch autocast)")
     p.add_argument("--precision", default="fp32", choices=["fp32", "fp32-packed", "bf16", "int8"],
-                   help="sima-bench model --precision (inference; training stays fp32)")
+                   help="sima-bench model --precision (inference and batch 1; training: --train-precision)")
     p.add_argument("--busy-core", action="store_true",
                    help="a spinning process (busy_core.py) during every run, ours and the peer's")
     p.add_argument("--record", metavar="DIR", help="write the bench history record DIR/<UTC date-time>.json")
