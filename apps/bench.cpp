@@ -97,13 +97,16 @@ int run_model(int argc, const char* const* argv) {
   cli.flag("batch", "B", "batch size", false, "64");
   cli.flag("img", "S", "image size (default: the model's)", false, "0");
   cli.flag("reps", "K", "timed runs per measurement (median)", false, "5");
-  cli.flag("precision", "fp32|bf16|int8", "precision of the inference runs (training stays float32)", false, "fp32");
+  cli.flag("precision", "fp32|bf16|int8", "precision of the inference runs (training: --train-precision)", false, "fp32");
+  cli.flag("train-precision", "fp32|bf16|fp16", "precision of the training step's products (train.precision)", false,
+           "fp32");
   cli.option("int8-attention", "with --precision int8: SimA's attention core in int8 too");
   cli.option("pack-fp32", "with --precision fp32: the Linears' weights packed once for oneDNN's GEMM");
   cli.option("json", "one JSON object instead of the report");
   if (!cli.parse(argc, argv)) return cli.exit_code();
   ModelBenchConfig c;
   c.precision = parse_precision(cli.get("precision"), "sima-bench model: --precision");
+  c.train_precision = parse_autocast_mode(cli.get("train-precision"), "sima-bench model: --train-precision");
   c.int8_attention = cli.is_set("int8-attention");
   check(!c.int8_attention || c.precision == Precision::Int8, "sima-bench model: --int8-attention needs --precision int8");
   c.pack_fp32 = cli.is_set("pack-fp32");
@@ -126,8 +129,8 @@ int run_model(int argc, const char* const* argv) {
   std::printf("%s: %lld parameters, batch %lld, %lldx%lld images, %d threads, %s\n", r.model.c_str(),
               (long long)r.parameters, (long long)r.batch, (long long)r.img_size, (long long)r.img_size, num_threads(),
               app_threading().c_str());
-  std::printf("  training step (fwd+bwd+AdamW)  %9.2f ms  %9.1f img/s  %7.2f GFLOP/s in GEMMs (%.0f%% of SGEMM peak %.1f)\n",
-              r.train_step_ms, r.train_img_per_s, r.train_gflop_per_s,
+  std::printf("  training step (%s, fwd+bwd+AdamW) %9.2f ms  %9.1f img/s  %7.2f GFLOP/s in GEMMs (%.0f%% of SGEMM peak %.1f)\n",
+              r.train_precision.c_str(), r.train_step_ms, r.train_img_per_s, r.train_gflop_per_s,
               100.0 * r.train_gflop_per_s / r.sgemm_peak_gflop_per_s, r.sgemm_peak_gflop_per_s);
   std::printf("    GEMM library calls per step  %9lld (%.0f multiply-adds each on average); %.2f ms inside them"
               " (summed over threads) in a step of %.2f ms timed call by call\n",

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "core/ops/autocast.h"
 #include "core/error.h"
 #include "core/ops/conv_kernels.h"
 #include "core/ops/gemm.h"
@@ -110,7 +111,11 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int stride, 
         " (expected (", g.Cout, "))");
   g.Ho = (g.H + 2 * g.pad - g.kh) / g.stride + 1;
   g.Wo = (g.W + 2 * g.pad - g.kw) / g.stride + 1;
-  if (groups == g.Cin && g.Cout == g.Cin) return conv2d_depthwise(x, w, bias, g);
+  if (groups == g.Cin && g.Cout == g.Cin) {
+    if (autocast_mode() == AutocastMode::FP16)  // CUDA's float16 conv: inputs, bias and output in float16
+      return fp16_round(conv2d_depthwise(fp16_round(x), fp16_round(w), fp16_round(bias), g));
+    return conv2d_depthwise(x, w, bias, g);  // float32 at bf16 too (docs/precision.md)
+  }
 
   const int64_t G = g.groups, Cog = g.Cout / G, Kg = g.Cin / G * g.kh * g.kw;  // per group
   const int64_t HW = g.Ho * g.Wo, Kdim = g.Cin * g.kh * g.kw;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "core/ops/autocast.h"
 #include "core/error.h"
 #include "core/ops/conv.h"
 #include "core/ops/conv_kernels.h"
@@ -26,7 +27,10 @@
 
 namespace sima {
 
-Tensor conv2d_depthwise_heads(const Tensor& x, const Tensor& w, int64_t H, int64_t W, int padding) {
+namespace {
+
+// The convolution in float32 (the public function adds float16's rounding under autocast).
+Tensor depthwise_heads_f32(const Tensor& x, const Tensor& w, int64_t H, int64_t W, int padding) {
   check(x.dim() == 4 && w.dim() == 4 && w.size(0) == x.size(1) && w.size(1) == 1,
         "conv2d_depthwise_heads: x ", x.shape(), " must be (B, h, H·W, d) and weight ", w.shape(), " (h, 1, kh, kw)");
   check(H >= 1 && W >= 1 && x.size(2) == H * W, "conv2d_depthwise_heads: x ", x.shape(), " has not H·W = ", H,
@@ -107,6 +111,14 @@ Tensor conv2d_depthwise_heads(const Tensor& x, const Tensor& w, int64_t H, int64
       return {gx, gw};
     });
   return y;
+}
+
+}  // namespace
+
+Tensor conv2d_depthwise_heads(const Tensor& x, const Tensor& w, int64_t H, int64_t W, int padding) {
+  if (autocast_mode() == AutocastMode::FP16)  // CUDA's float16 conv: inputs and output in float16
+    return fp16_round(depthwise_heads_f32(fp16_round(x), fp16_round(w), H, W, padding));
+  return depthwise_heads_f32(x, w, H, W, padding);
 }
 
 }  // namespace sima

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "core/ops/autocast.h"
 #include "core/error.h"
 #include "core/ops/conv.h"
 #include "core/ops/conv_kernels.h"
@@ -32,10 +33,8 @@ std::vector<float> taps_by_channel(const Tensor& w, int64_t C, int64_t K) {
   return t;
 }
 
-}  // namespace
-
-Tensor conv2d_depthwise_channels_last(const Tensor& x, const Tensor& w, const Tensor& bias, int stride,
-                                      int padding) {
+// The convolution in float32 (the public function adds float16's rounding under autocast).
+Tensor depthwise_channels_last_f32(const Tensor& x, const Tensor& w, const Tensor& bias, int stride, int padding) {
   check(x.dim() == 4 && w.dim() == 4 && w.size(0) == x.size(3) && w.size(1) == 1,
         "conv2d_depthwise_channels_last: x ", x.shape(), " must be (B, H, W, C) and weight ", w.shape(),
         " (C, 1, kh, kw)");
@@ -140,6 +139,15 @@ Tensor conv2d_depthwise_channels_last(const Tensor& x, const Tensor& w, const Te
       return {gx, gw, gb};
     });
   return y;
+}
+
+}  // namespace
+
+Tensor conv2d_depthwise_channels_last(const Tensor& x, const Tensor& w, const Tensor& bias, int stride,
+                                      int padding) {
+  if (autocast_mode() == AutocastMode::FP16)  // CUDA's float16 conv: inputs, bias and output in float16
+    return fp16_round(depthwise_channels_last_f32(fp16_round(x), fp16_round(w), fp16_round(bias), stride, padding));
+  return depthwise_channels_last_f32(x, w, bias, stride, padding);  // float32 at bf16 too (docs/precision.md)
 }
 
 }  // namespace sima

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "core/flops.h"
+#include "core/ops/autocast.h"
 #include "core/parallel.h"
 
 namespace sima {
@@ -55,10 +56,14 @@ void sgemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float*
 // The same with a given library (tests and tests/bench/bench_gemm_backends compare the two).
 void sgemm_with(GemmBackend backend, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A,
                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// The product at the autocast mode's precision (autocast.h, autocast_gemm.cpp); mode != Off.
+void gemm_autocast(AutocastMode mode, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A,
+                   const float* B, float beta, float* C);
 }  // namespace detail
 
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, const float* B,
-                 float beta, float* C) {
+// The float32 product, whatever the autocast mode (autocast_gemm.cpp runs FP16's on rounded copies).
+inline void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, const float* B,
+                     float beta, float* C) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // empty sum: C = beta·C
     if (beta == 0.f) std::memset(C, 0, sizeof(float) * m * n);
@@ -85,6 +90,16 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float*
     else  // columns i0.. of C and of op(B)
       detail::sgemm_block(ta, tb, m, len, k, A, lda, tb ? B + i0 * k : B + i0, ldb, beta, C + i0, ldc);
   });
+}
+
+// C = op(A)·op(B) + beta·C: float32 (gemm_f32) unless a training step's autocast is on.
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, const float* B,
+                 float beta, float* C) {
+  if (autocast_mode() != AutocastMode::Off && m > 0 && n > 0 && k > 0) {
+    detail::gemm_autocast(autocast_mode(), ta, tb, m, n, k, A, B, beta, C);
+    return;
+  }
+  gemm_f32(ta, tb, m, n, k, A, B, beta, C);
 }
 
 }  // namespace sima

@@ -24,8 +24,9 @@ whenever one of its cores is taken): the driver warns when the load average befo
 leaves fewer than T cores free, and logs the load average before every run in --json (a
 rough hint: it includes the previous runs of this driver).
 
---precision fp32|fp32-packed|bf16|int8 is passed to sima-bench (its inference and batch-1 runs;
-training stays fp32); fp32-packed is `--precision fp32 --pack-fp32`, float32 with the Linears'
+--train-precision fp32|bf16 is the training step's: sima-bench model --train-precision, and the
+peers train under torch.autocast("cpu", dtype=torch.bfloat16) at bf16 (docs/precision.md, "Training
+precisions"). --precision fp32|fp32-packed|bf16|int8 is passed to sima-bench (its inference and batch-1 runs); fp32-packed is `--precision fp32 --pack-fp32`, float32 with the Linears'
 weights packed once for oneDNN. Every case also runs the peer a second time with --int8: PyTorch's dynamic int8
 (torch.ao.quantization.quantize_dynamic of every nn.Linear, the onednn engine when present, else
 fbgemm), the second table compares our inference with it. --json FILE keeps every raw run.
@@ -113,6 +114,7 @@ def run_ours(a, case, attn):
     cmd = [a.sima_bench, "model", "--model", json.dumps(ours_model(case, attn), separators=(",", ":")),
            "--batch", str(BATCH), "--json"] + (["--precision", "fp32", "--pack-fp32"] if a.precision == "fp32-packed"
                                                else ["--precision", a.precision])
+    cmd += ["--train-precision", a.train_precision]
     if a.reps:
         cmd += ["--reps", str(a.reps)]
     r = run_json(cmd, a.threads, f"sima-bench {case} {attn}", a.timeout, a.busy_core)
@@ -122,7 +124,7 @@ def run_ours(a, case, attn):
 def run_peer(a, case, attn, int8=False):
     steps = ["--steps", str(a.steps)] if a.steps else []
     base = [a.python, a.peer if case == "deit_tiny" else a.cvt_peer, "--attn", attn, "--threads", str(a.threads)]
-    base += ["--int8"] if int8 else []
+    base += ["--int8"] if int8 else ["--train-precision", a.train_precision]
     if case == "deit_tiny":
         cmd = base + ["--batch", str(BATCH)] + steps
         r = run_json(cmd, a.threads, f"pytorch peer {case} {attn}", a.timeout, a.busy_core)
@@ -166,8 +168,10 @@ def parse_args():
     p.add_argument("--steps", type=int, default=0, help="the peers' --steps (0: their default)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds allowed per run")
     p.add_argument("--json", metavar="FILE", help="write every raw run and the medians here")
+    p.add_argument("--train-precision", default="fp32", choices=["fp32", "bf16"],
+                   help="the training step's products, both sides (sima-bench --train-precision, torch autocast)")
     p.add_argument("--precision", default="fp32", choices=["fp32", "fp32-packed", "bf16", "int8"],
-                   help="sima-bench model --precision (inference; training stays fp32)")
+                   help="sima-bench model --precision (inference and batch 1; training: --train-precision)")
     p.add_argument("--busy-core", action="store_true",
                    help="a spinning process (busy_core.py) during every run, ours and the peer's")
     p.add_argument("--record", metavar="DIR", help="write the bench history record DIR/<UTC date-time>.json")
@@ -230,7 +234,8 @@ def mode(a):
 
 
 def print_tables(a, med, load0, cores):
-    print(f"\nsima.cpp vs PyTorch, {a.threads} threads, batch {BATCH}, median of {a.rounds} round(s), "
+    print(f"\nsima.cpp vs PyTorch, training at {a.train_precision}, {a.threads} threads, batch {BATCH}, "
+          f"median of {a.rounds} round(s), "
           f"{mode(a)}; ratio = ours / torch; load average {load0:.2f} on {cores} cores at the start\n")
     print("| case | attn | ours train img/s | torch train img/s | ratio | ours infer img/s | torch | ratio "
           "| ours b1 ms | torch b1 ms | ratio | ours RSS MiB | torch RSS | ratio | % SGEMM peak train | infer |")
@@ -273,6 +278,7 @@ def make_record(a, med, started, load_start, cores):
     return {"schema": bench_record.SCHEMA, "commit": commit, "commit_dirty": dirty,
             "date": started.strftime("%Y-%m-%dT%H:%M:%SZ"), "cpu": bench_record.cpu_info(),
             "threads": a.threads, "precision": a.precision, "busy_core": a.busy_core, "rounds": a.rounds,
+            **({"train_precision": a.train_precision} if a.train_precision != "fp32" else {}),
             "batch": BATCH, "cores": cores, "reps": a.reps, "steps": a.steps,
             "load_average_start": list(load_start), "load_average_end": list(os.getloadavg()),
             "results": [{"case": c, "attn": at, "medians": m, "ratios": bench_record.ratios(m)}
@@ -281,7 +287,8 @@ def make_record(a, med, started, load_start, cores):
 
 def write_outputs(a, runs, med, started, load_start, cores):
     if a.json:
-        out = {"argv": sys.argv, "threads": a.threads, "precision": a.precision, "busy_core": a.busy_core,
+        out = {"argv": sys.argv, "threads": a.threads, "precision": a.precision,
+               "train_precision": a.train_precision, "busy_core": a.busy_core,
                "rounds": a.rounds, "batch": BATCH, "cores": cores, "load_average_at_start": load_start[0],
                "results": [{"case": c, "attn": at, "runs": runs[(c, at)], "medians": med[(c, at)]}
                            for (c, at) in runs]}

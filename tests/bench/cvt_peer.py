@@ -214,6 +214,8 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--int8", action="store_true", help="infer with PyTorch's dynamic int8 Linears (quantize_int8)")
+    p.add_argument("--train-precision", default="fp32", choices=["fp32", "bf16"],
+                   help="bf16: the training step's forward under torch.autocast('cpu', dtype=torch.bfloat16)")
     p.add_argument("--latency", action="store_true", help="also time batch-1 inference (median of 50 after 5 warm-up)")
     p.add_argument("--check-params", action="store_true", help="print the parameter count and exit")
     a = p.parse_args()
@@ -232,7 +234,9 @@ def main():
 
     def step():
         opt.zero_grad()
-        F.cross_entropy(m(x), y).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.train_precision == "bf16"):
+            loss = F.cross_entropy(m(x), y)
+        loss.backward()
         opt.step()
 
     for _ in range(3):
@@ -257,7 +261,7 @@ def main():
                       "threads": torch.get_num_threads(), "attn": a.attn, "batch": a.batch, "img": IMG,
                       "chans": CHANS, "dims": list(DIMS), "depths": list(DEPTHS), "heads": list(HEADS),
                       "parameters": params,
-                      "train_step_ms": round(train * 1e3, 2), "train_img_s": round(a.batch / train, 2),
+                      "train_precision": a.train_precision, "train_step_ms": round(train * 1e3, 2), "train_img_s": round(a.batch / train, 2),
                       "infer_img_s": round(a.batch / infer, 2), **latency, "precision": "int8" if a.int8 else "fp32",
                       "quantized_engine": torch.backends.quantized.engine if a.int8 else None,
                       "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))

@@ -85,6 +85,8 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--int8", action="store_true", help="infer with PyTorch's dynamic int8 Linears (quantize_int8)")
+    p.add_argument("--train-precision", default="fp32", choices=["fp32", "bf16"],
+                   help="bf16: the training step's forward under torch.autocast('cpu', dtype=torch.bfloat16)")
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -95,7 +97,9 @@ def main():
 
     def step():
         opt.zero_grad()
-        F.cross_entropy(m(x), y).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.train_precision == "bf16"):
+            loss = F.cross_entropy(m(x), y)
+        loss.backward()
         opt.step()
 
     for _ in range(3):
@@ -115,7 +119,7 @@ def main():
         infer = (time.perf_counter() - t) / a.steps
     print(json.dumps({"peer": "pytorch", "torch": torch.__version__, "threads": torch.get_num_threads(),
                       **{k: getattr(a, k) for k in ("attn", "batch", "img", "patch", "chans", "dim", "depth", "heads")},
-                      "train_step_ms": round(train * 1e3, 2), "train_img_s": round(a.batch / train, 2),
+                      "train_precision": a.train_precision, "train_step_ms": round(train * 1e3, 2), "train_img_s": round(a.batch / train, 2),
                       "infer_img_s": round(a.batch / infer, 2), "precision": "int8" if a.int8 else "fp32",
                       "quantized_engine": torch.backends.quantized.engine if a.int8 else None,
                       "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))

@@ -224,8 +224,12 @@ ModelBenchResult bench_model(const ModelBenchConfig& cfg) {
   for (int64_t i = 0; i < cfg.batch; ++i) labels[size_t(i)] = i % mc.num_classes;
   AdamW opt(param_groups_no_decay(model->named_parameters(), OptimizerConfig().no_weight_decay),
             {.lr = 1e-4, .weight_decay = 0.05});
+  check(autocast_unsupported(cfg.train_precision).empty(), "model bench: --train-precision: ",
+        autocast_unsupported(cfg.train_precision));
+  r.train_precision = autocast_mode_name(cfg.train_precision);
   auto step = [&] {
     model->train();
+    const AutocastGuard autocast(cfg.train_precision);  // forward and backward, as the training loop
     Tensor loss = cross_entropy(model->forward(images), labels, 0.1f);
     loss.backward();
     opt.step();
@@ -286,6 +290,7 @@ json to_json(const ModelBenchResult& r) {
   return {{"bench", "model"},
           {"model", r.model},
           {"precision", r.precision},
+          {"train_precision", r.train_precision},
           {"batch", r.batch},
           {"img_size", r.img_size},
           {"parameters", r.parameters},

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ops/autocast.h"
 #include "core/ops/quantize.h"
 
 namespace sima {
@@ -73,11 +74,15 @@ struct ModelBenchConfig {
   Precision precision = Precision::F32;  // of the inference and batch-1 runs (models/quantized.h)
   bool int8_attention = false;           // with Int8: SimA's core in int8 too
   bool pack_fp32 = false;                // with F32: weights packed once for oneDNN (pack_fp32_inference)
+  // The training step's products (train.precision, core/ops/autocast.h). FP16 is an emulation of
+  // CUDA's numerics (rounding passes around float32 products): slower than fp32 by design.
+  AutocastMode train_precision = AutocastMode::Off;
 };
 
 struct ModelBenchResult {
   std::string model;
   std::string precision = "fp32", precision_note;  // the note: e.g. bf16 emulated on this CPU
+  std::string train_precision = "fp32";
   int64_t batch = 0, img_size = 0, parameters = 0;
   double train_step_ms = 0.0, train_img_per_s = 0.0;  // forward + backward + AdamW step
   double infer_ms = 0.0, infer_img_per_s = 0.0;       // eval mode, no grad, at `batch`

@@ -92,6 +92,9 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // steps between train-state saves (0: at epoch ends only)
   int64_t max_steps = 0;         // stop after this many steps in total (0 = no limit)
   std::string on_nonfinite = "stop";  // stop | skip (skip the step, stop after 10 in a row)
+  // The matrix products of a training step (core/ops/autocast.h, docs/precision.md): fp32 | bf16
+  // (bf16 inputs, float32 sums) | fp16 (CUDA float16 autocast emulated, with a dynamic loss scaler).
+  std::string precision = "fp32";
   // Data-parallel runs (mpirun, train/distributed/distributed.h); no effect in one process.
   double allreduce_bucket_mb = 25.0;  // gradient bucket size (PyTorch DDP's default)
   bool sync_batchnorm = false;        // BatchNorm statistics over all ranks' slices

@@ -160,6 +160,11 @@ void add_train_fields(std::vector<ConfigField>& f) {
   f.push_back(field("train.on_nonfinite", &E::train, &TrainConfig::on_nonfinite,
                     "non-finite loss, gradient or updated weight: stop | skip (the step, undone; stop after 10 in a row)",
                     one_of({"stop", "skip"})));
+  f.push_back(field("train.precision", &E::train, &TrainConfig::precision,
+                    "matrix products of a training step: fp32 | bf16 (bf16 inputs, float32 sums; needs AVX512-BF16 or "
+                    "AMX) | fp16 (CUDA float16 autocast emulated, dynamic loss scaling); weights, gradients and "
+                    "optimizer state stay float32",
+                    one_of({"fp32", "bf16", "fp16"})));
   f.push_back(field("train.allreduce_bucket_mb", &E::train, &TrainConfig::allreduce_bucket_mb,
                     "mpirun: MB of gradients per allreduce bucket, started during backward (0 = one bucket)",
                     at_least<double>(0)));

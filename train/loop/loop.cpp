@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -58,6 +59,11 @@ TrainingLoop::TrainingLoop(const ExperimentConfig& cfg, TrainerOptions options, 
     check_resume_config(stored, resolved_, state_path);
     obj_.check_resumed(state_path);
   }
+  autocast_ = parse_autocast_mode(cfg_.train.precision, "train.precision");
+  const std::string unsupported = autocast_unsupported(autocast_);
+  check(unsupported.empty(), "train.precision: ", unsupported);
+  if (autocast_ == AutocastMode::FP16) scaler_ = std::make_unique<LossScaler>(pos_.amp);  // resumed: its state
+  if (const char* s = std::getenv("SIMA_TEST_INF_GRADIENT_STEP")) inf_gradient_step_ = std::atoll(s);
   if (comm_.size() > 1) {  // the same start everywhere; gradients averaged from here on
     obj_.share(comm_);
     grad_sync_ = make_grad_sync(comm_, obj_.trained(), cfg_.train.allreduce_bucket_mb);
@@ -84,6 +90,7 @@ void TrainingLoop::nonfinite(const std::string& what, bool& skipped) {  // skips
 double TrainingLoop::train_step(double& grad_norm_out, bool& skipped) {
   optim_->set_lr(schedule_value(sched_.lr, pos_.step));
   optim_->set_weight_decay(schedule_value(sched_.weight_decay, pos_.step));
+  const AutocastGuard autocast(autocast_);  // forward and backward; evaluation runs outside the step
   const StepLoss step = obj_.forward(pos_);
   const double value = step.value;
   skipped = false;
@@ -92,8 +99,17 @@ double TrainingLoop::train_step(double& grad_norm_out, bool& skipped) {
     return value;
   }
   if (grad_sync_) grad_sync_->begin();
-  step.loss.backward();
+  if (scaler_) step.loss.backward(scaler_->seed(step.loss));  // float16: the gradients of S · loss
+  else step.loss.backward();
   if (grad_sync_) grad_sync_->finish();  // .grad = mean over the ranks
+  if (pos_.step + 1 == inf_gradient_step_ && !params_.empty() && params_[0].grad().defined())
+    params_[0].grad().data()[0] = INFINITY;  // the test seam: an overflow in the backward
+  if (scaler_ && !scaler_->unscale(params_)) {  // an overflow: no update, S backs off (GradScaler)
+    scaler_->update(true);
+    optim_->zero_grad();
+    obj_.after_update(pos_);  // as PyTorch, whose EMA / teacher update follows a skipped step too
+    return value;
+  }
   grad_norm_out = obj_.clip_gradients(params_);
   if (!std::isfinite(grad_norm_out)) {
     nonfinite("the gradient of '" + first_nonfinite_gradient(*optim_) + "' is not finite", skipped);
@@ -106,6 +122,7 @@ double TrainingLoop::train_step(double& grad_norm_out, bool& skipped) {
     return value;
   }
   skipped_in_row_ = 0;
+  if (scaler_) scaler_->update(false);
   optim_->zero_grad();
   obj_.after_update(pos_);
   return value;
@@ -134,6 +151,10 @@ void TrainingLoop::after_step(Window& w, double loss, double gnorm, bool skipped
                    {"weight_decay", optim_->param_groups()[0].weight_decay},
                    {"grad_norm", gnorm},
                    {"img_per_s", w.img_per_s}};
+    if (scaler_) {  // float16: the loss scale now, and the steps skipped for overflows so far
+      record["loss_scale"] = pos_.amp.scale;
+      record["overflow_skipped_steps"] = pos_.amp.skipped_steps;
+    }
     obj_.step_fields(record);
     log_.log(record);
     w = Window{};
@@ -185,6 +206,10 @@ void TrainingLoop::finish_epoch(double epoch_seconds, double img_per_s, double c
                           .steps = steps_per_epoch_, .loss = train_loss, .lr = lr, .images_per_second = img_per_s});
   json record = {{"kind", "epoch"},   {"epoch", pos_.epoch + 1}, {"step", pos_.step},
                  {"train_loss", train_loss}, {"lr", lr},           {"epoch_seconds", epoch_seconds}};
+  if (scaler_) {
+    record["loss_scale"] = pos_.amp.scale;
+    record["overflow_skipped_steps"] = pos_.amp.skipped_steps;
+  }
   const bool best = obj_.end_epoch(pos_, record, train_loss, epoch_seconds);
   record["epoch_cpu_seconds"] = process_cpu_seconds() - cpu_at_start;
   ++pos_.epoch;

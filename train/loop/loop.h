@@ -9,6 +9,9 @@
 //   ranks) → objective.clip_gradients → a non-finite gradient skips or stops →
 //   objective.before_update → optimizer step (an update leaving a non-finite value is undone
 //   with on_nonfinite = skip, else stops) → objective.after_update (e.g. EMA).
+// With train.precision bf16 or fp16, forward and backward run under autocast (core/ops/autocast.h);
+// with fp16 the loss is scaled (train/optim/loss_scaler.h): the backward starts from S, the
+// gradients are unscaled after it, and an inf or NaN among them skips the update and backs S off.
 // A "step" record every train.log_every steps holds the window's mean loss; at an epoch's
 // end the objective evaluates, the "epoch" record is written (with the epoch's wall and CPU seconds), then the checkpoints and the
 // train state last (a run killed between the two resumes from the previous state, and
@@ -20,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/ops/autocast.h"
 #include "train/config/experiment_config.h"
 #include "train/distributed/distributed.h"
 #include "train/loop/metrics.h"
@@ -27,6 +31,7 @@
 #include "train/loop/progress.h"
 #include "train/loop/run_lock.h"
 #include "train/loop/run_options.h"
+#include "train/optim/loss_scaler.h"
 
 namespace sima {
 
@@ -68,6 +73,9 @@ class TrainingLoop {
   int64_t steps_per_epoch_ = 0;
   int skipped_in_row_ = 0;
   bool stop_ = false;
+  AutocastMode autocast_ = AutocastMode::Off;  // train.precision: the products of forward and backward
+  std::unique_ptr<LossScaler> scaler_;         // train.precision fp16: over pos_.amp
+  int64_t inf_gradient_step_ = -1;  // SIMA_TEST_INF_GRADIENT_STEP: the scaler tests' seam (an inf at that step)
 };
 
 // A config, an objective of type O over it and the loop running them: what a trainer holds.

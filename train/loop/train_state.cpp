@@ -1,5 +1,7 @@
 #include "train/loop/train_state.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "core/rng.h"
 #include "models/finite_check.h"
@@ -15,12 +17,17 @@ namespace {
 constexpr const char* kFormat = "sima.cpp/train_state/1";
 
 json position_to_json(const TrainPosition& p) {
-  return {{"step", p.step},
-          {"epoch", p.epoch},
-          {"batch", p.batch},
-          {"epoch_loss_sum", p.epoch_loss_sum},
-          {"epoch_loss_count", p.epoch_loss_count},
-          {"best_top1", p.best_top1}};
+  json j = {{"step", p.step},
+            {"epoch", p.epoch},
+            {"batch", p.batch},
+            {"epoch_loss_sum", p.epoch_loss_sum},
+            {"epoch_loss_count", p.epoch_loss_count},
+            {"best_top1", p.best_top1}};
+  if (p.amp.scale > 0.f)  // a float16 run's loss scaler (absent otherwise: fp32 states are as before)
+    j["loss_scaler"] = {{"scale", p.amp.scale},
+                        {"growth_tracker", p.amp.growth_tracker},
+                        {"skipped_steps", p.amp.skipped_steps}};
+  return j;
 }
 
 TrainPosition position_from_json(const json& j, const std::string& path) {
@@ -32,6 +39,12 @@ TrainPosition position_from_json(const json& j, const std::string& path) {
     p.epoch_loss_sum = j.at("epoch_loss_sum").get<double>();
     p.epoch_loss_count = j.at("epoch_loss_count").get<int64_t>();
     p.best_top1 = j.at("best_top1").get<double>();
+    if (j.contains("loss_scaler")) {
+      const json& a = j.at("loss_scaler");
+      p.amp = {a.at("scale").get<float>(), a.at("growth_tracker").get<int64_t>(), a.at("skipped_steps").get<int64_t>()};
+      check(p.amp.scale > 0.f && std::isfinite(p.amp.scale) && p.amp.growth_tracker >= 0 && p.amp.skipped_steps >= 0,
+            path, ": the loss scaler in the metadata is malformed");
+    }
   } catch (const json::exception& e) {
     fail(path, ": the training position in the metadata is malformed (", e.what(), ")");
   }

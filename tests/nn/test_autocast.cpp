@@ -1,0 +1,295 @@
+// Autocast (core/ops/autocast.h): every product of a training step at bf16 or float16.
+// - float16 rounding: the F16C path equals exact integer rounding on special and random values;
+//   overflow past 65504 gives ±inf; subnormals and ties to even as IEEE;
+// - gemm() under BF16 / FP16 equals its definition (inputs rounded, float32 sums, FP16's output
+//   rounded) on every transpose, with beta, split across threads and not;
+// - each op built on gemm (linear, matmul, the fused MLP, conv2d, the SimA core), forward and
+//   backward, at bf16 and fp16 against float32 within the bounds of docs/precision.md, and
+//   really rounded (not equal to float32); the depthwise convolutions rounded at fp16 only
+//   (float32 at bf16, bit for bit);
+// - Off is float32 bit for bit;
+// - float16's overflow: SimA without normalisation on large activations gives inf at fp16 and
+//   stays finite at fp32 and with ℓ1 normalisation.
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "core/autograd.h"
+#include "core/ops/autocast.h"
+#include "core/ops/conv.h"
+#include "core/ops/fused_mlp.h"
+#include "core/ops/gemm.h"
+#include "core/ops/matmul.h"
+#include "core/ops/quantize.h"
+#include "core/ops/reduce.h"
+#include "nn/attention/sima.h"
+#include "testing.h"
+
+using namespace sima;
+using namespace sima::testing;
+
+namespace {
+
+bool bf16_here() { return autocast_unsupported(AutocastMode::BF16).empty(); }
+
+double rel_l2(const Tensor& got, const Tensor& want) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double d = double(got.data()[i]) - want.data()[i];
+    num += d * d;
+    den += double(want.data()[i]) * want.data()[i];
+  }
+  return std::sqrt(num / den);
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), sizeof(float) * a.numel()) == 0;
+}
+
+// f on fresh leaf copies of `inputs` under `mode`, backward with one fixed random gradient:
+// the output, then the gradient of every input that requires one.
+std::vector<Tensor> run_op(AutocastMode mode, const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                           const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> x = leaf_copies(inputs);
+  AutocastGuard guard(mode);
+  Tensor y = f(x);
+  Generator g(5);
+  y.backward(randn(y.shape(), g));
+  std::vector<Tensor> out{y.detach()};
+  for (const Tensor& t : x)
+    if (t.defined() && t.requires_grad()) out.push_back(t.grad());
+  return out;
+}
+
+// Every result of f at bf16 and fp16 within `bf16_bound` / `fp16_bound` (relative ℓ2) of float32's,
+// and not equal to it; Off bit for bit float32.
+// bf16_is_fp32: the op stays float32 at bf16 (the depthwise convolutions): bit for bit there.
+void check_op(const char* name, const std::function<Tensor(const std::vector<Tensor>&)>& f,
+              const std::vector<Tensor>& inputs, double bf16_bound = 1e-2, double fp16_bound = 2e-3,
+              bool bf16_is_fp32 = false) {
+  const std::vector<Tensor> ref = run_op(AutocastMode::Off, f, inputs);
+  const std::vector<Tensor> again = run_op(AutocastMode::Off, f, inputs);
+  for (size_t i = 0; i < ref.size(); ++i) CHECK(same_bits(ref[i], again[i]));
+  for (AutocastMode mode : {AutocastMode::BF16, AutocastMode::FP16}) {
+    if (mode == AutocastMode::BF16 && !bf16_here()) continue;
+    const std::vector<Tensor> got = run_op(mode, f, inputs);
+    REQUIRE(got.size() == ref.size());
+    if (mode == AutocastMode::BF16 && bf16_is_fp32) {
+      for (size_t i = 0; i < ref.size(); ++i) CHECK(same_bits(got[i], ref[i]));
+      continue;
+    }
+    int rounded_grads = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double e = rel_l2(got[i], ref[i]);
+      INFO(std::string(name), " at ", std::string(autocast_mode_name(mode)), ", result ", i,
+           " (0: output, then gradients): rel. error ", e);
+      MESSAGE(std::string(name), " at ", std::string(autocast_mode_name(mode)), ", result ", i, ": rel. error ", e);
+      CHECK(e <= (mode == AutocastMode::BF16 ? bf16_bound : fp16_bound));
+      if (i == 0) CHECK(e > 0.0);  // rounded: the mode is really on
+      else rounded_grads += e > 0.0;  // (a bias gradient is a float32 sum of g: exact at bf16)
+      CHECK(all_finite(got[i]));
+    }
+    CHECK(rounded_grads > 0);
+  }
+}
+
+// C = op(A)·op(B) + beta·C by definition, in double: inputs (and C) through `round`, then `out`.
+std::vector<float> reference_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const std::vector<float>& A,
+                                  const std::vector<float>& B, float beta, std::vector<float> C,
+                                  float (*round_in)(float), float (*round_out)(float)) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = beta != 0.f ? double(beta) * round_in(C[i * n + j]) : 0.0;
+      for (int64_t p = 0; p < k; ++p)
+        s += double(round_in(ta ? A[p * m + i] : A[i * k + p])) * round_in(tb ? B[j * k + p] : B[p * n + j]);
+      C[i * n + j] = round_out(float(s));
+    }
+  return C;
+}
+
+float identity(float x) { return x; }
+std::vector<float> abs_of(std::vector<float> v) {
+  for (float& x : v) x = std::fabs(x);
+  return v;
+}
+float fp16(float x) { return round_to_fp16(x); }
+float bf16(float x) { return round_to_bf16(x); }
+
+}  // namespace
+
+TEST_CASE("autocast: float16 rounding, F16C against integer rounding") {
+  const float max16 = 65504.f;
+  CHECK(round_to_fp16(max16) == max16);
+  CHECK(round_to_fp16(65519.f) == max16);
+  CHECK(std::isinf(round_to_fp16(65520.f)));  // the tie above the largest float16 overflows
+  CHECK(round_to_fp16(-65520.f) == -INFINITY);
+  CHECK(round_to_fp16(1e10f) == INFINITY);
+  CHECK(round_to_fp16(1.f + 0x1p-11f) == 1.f);                  // tie, to even
+  CHECK(round_to_fp16(1.f + 3 * 0x1p-11f) == 1.f + 0x1p-9f);    // tie, to even (up)
+  CHECK(round_to_fp16(0x1p-24f) == 0x1p-24f);                   // the smallest subnormal
+  CHECK(round_to_fp16(0x1p-25f) == 0.f);                        // tie, to even (zero)
+  CHECK(round_to_fp16(3 * 0x1p-25f) == 0x1p-23f);               // tie, to even (up)
+  CHECK(std::isnan(round_to_fp16(NAN)));
+  for (float v : {max16, 65519.f, 65520.f, 1.f + 0x1p-11f, 0x1p-25f, 3 * 0x1p-25f, -0.f, 1e-30f, 0x1p-14f,
+                  0x1p-14f - 0x1p-26f})
+    CHECK(std::bit_cast<uint32_t>(round_to_fp16(v)) == std::bit_cast<uint32_t>(detail::round_to_fp16_reference(v)));
+  // Random floats over every exponent float16 can meet, in bulk (the vector path) and one by one.
+  Generator g(3);
+  std::vector<float> x(100003);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint32_t bits = uint32_t(g.next_u64());
+    const int e = 127 - 30 + int(bits % 50);  // 2^-30 .. 2^19
+    x[i] = std::bit_cast<float>((bits & 0x807fffffu) | (uint32_t(e) << 23));
+  }
+  std::vector<float> y(x.size());
+  round_to_fp16(x.data(), y.data(), int64_t(x.size()));
+  int64_t wrong = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    wrong += std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(detail::round_to_fp16_reference(x[i]));
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("autocast: gemm at bf16 and fp16 is its definition, every transpose, beta, threads") {
+  Generator g(11);
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{5, 7, 3}, {70, 33, 65}, {300, 96, 192}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      for (float beta : {0.f, 1.f}) {
+        std::vector<float> A = to_vector(randn({m * k}, g)), B = to_vector(randn({k * n}, g)),
+                           C0 = to_vector(randn({m * n}, g));
+        for (AutocastMode mode : {AutocastMode::BF16, AutocastMode::FP16}) {
+          if (mode == AutocastMode::BF16 && !bf16_here()) continue;
+          INFO(std::string(autocast_mode_name(mode)), " ", m, "x", n, "x", k, " ta ", ta, " tb ", tb, " beta ", beta);
+          std::vector<float> C = C0;
+          {
+            AutocastGuard guard(mode);
+            gemm(ta, tb, m, n, k, A.data(), B.data(), beta, C.data());
+          }
+          // bf16: C stays float32 (its C is not rounded either); fp16: C in and out rounded.
+          const std::vector<float> want =
+              mode == AutocastMode::BF16
+                  ? reference_gemm(ta, tb, m, n, k, A, B, beta, C0, bf16, identity)
+                  : reference_gemm(ta, tb, m, n, k, A, B, beta, C0, fp16, fp16);
+          // bf16's reference rounds C by bf16 too when beta = 1: undo that (C is float32 there).
+          std::vector<float> want_bf = want;
+          if (mode == AutocastMode::BF16 && beta != 0.f)
+            for (size_t i = 0; i < want_bf.size(); ++i) want_bf[i] += C0[i] - bf16(C0[i]);
+          // The float32 sums run in another order than the reference's: within γₖ Σ|terms| (γₖ = k·2⁻²⁴,
+          // the bound of any order of float32 sums); fp16 also one float16 ulp of the result (the
+          // float32 sum can fall on the other side of a float16 tie).
+          double worst = 0;
+          const std::vector<float> absum =
+              reference_gemm(ta, tb, m, n, k, abs_of(A), abs_of(B), beta, abs_of(C0),
+                             mode == AutocastMode::BF16 ? bf16 : fp16, identity);
+          for (size_t i = 0; i < C.size(); ++i) {
+            const double w = mode == AutocastMode::BF16 ? want_bf[i] : want[i];
+            const double tol = double(k + 1) * 0x1p-24 * absum[i] +
+                               (mode == AutocastMode::FP16 ? std::fabs(w) * 0x1p-10 : 0.0) + 1e-30;
+            worst = std::max(worst, std::fabs(double(C[i]) - w) / tol);
+            if (mode == AutocastMode::FP16) REQUIRE(round_to_fp16(C[i]) == C[i]);  // the output is a float16
+          }
+          CHECK(worst <= 1.0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("autocast: Off is float32 bit for bit, also after a bf16 or fp16 product") {
+  Generator g(2);
+  std::vector<float> A = to_vector(randn({300 * 192}, g)), B = to_vector(randn({192 * 96}, g));
+  std::vector<float> c1(300 * 96), c2(300 * 96), c3(300 * 96);
+  gemm_f32(false, true, 300, 96, 192, A.data(), B.data(), 0.f, c1.data());
+  {
+    AutocastGuard guard(AutocastMode::FP16);
+    gemm(false, true, 300, 96, 192, A.data(), B.data(), 0.f, c3.data());
+    {
+      AutocastGuard off(AutocastMode::Off);  // nested: restores FP16 after
+      gemm(false, true, 300, 96, 192, A.data(), B.data(), 0.f, c2.data());
+    }
+    CHECK(autocast_mode() == AutocastMode::FP16);
+  }
+  CHECK(autocast_mode() == AutocastMode::Off);
+  CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(c1.data(), c3.data(), c1.size() * sizeof(float)) != 0);
+}
+
+TEST_CASE("autocast: linear, matmul, fused MLP, conv2d and the SimA core against float32, forward and backward") {
+  check_op("linear", [](const std::vector<Tensor>& t) { return linear(t[0], t[1], t[2]); },
+           {randn_leaf({4, 65, 96}, 1), randn_leaf({48, 96}, 2), randn_leaf({48}, 3)});
+  check_op("matmul, batched, b broadcast", [](const std::vector<Tensor>& t) { return matmul(t[0], t[1], false, true); },
+           {randn_leaf({3, 2, 40, 32}, 4), randn_leaf({2, 24, 32}, 5)});
+  check_op("matmul, a transposed", [](const std::vector<Tensor>& t) { return matmul(t[0], t[1], true, false); },
+           {randn_leaf({6, 32, 40}, 6), randn_leaf({6, 32, 24}, 7)});
+  check_op("fused MLP (GELU)",
+           [](const std::vector<Tensor>& t) { return fused_mlp(t[0], t[1], t[2], t[3], t[4], MlpActivation::Gelu); },
+           {randn_leaf({2, 50, 64}, 8), randn_leaf({128, 64}, 9), randn_leaf({128}, 10), randn_leaf({64, 128}, 11),
+            randn_leaf({64}, 12)});
+  check_op("conv2d 3x3 stride 2", [](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], 2, 1); },
+           {randn_leaf({2, 8, 15, 15}, 13), randn_leaf({16, 8, 3, 3}, 14), randn_leaf({16}, 15)});
+  check_op("conv2d grouped", [](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], 1, 1, 2); },
+           {randn_leaf({2, 8, 9, 9}, 16), randn_leaf({8, 4, 3, 3}, 17), randn_leaf({8}, 18)});
+  check_op("conv2d depthwise", [](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], 1, 1, 8); },
+           {randn_leaf({2, 8, 9, 9}, 22), randn_leaf({8, 1, 3, 3}, 23), randn_leaf({8}, 24)}, 0, 2e-3, true);
+  check_op("conv2d depthwise, channels last",
+           [](const std::vector<Tensor>& t) { return conv2d_depthwise_channels_last(t[0], t[1], t[2], 1, 1); },
+           {randn_leaf({2, 7, 7, 16}, 25), randn_leaf({16, 1, 3, 3}, 26), randn_leaf({16}, 27)}, 0, 2e-3, true);
+  check_op("conv2d depthwise over heads",
+           [](const std::vector<Tensor>& t) { return conv2d_depthwise_heads(t[0], t[1], 6, 6, 1); },
+           {randn_leaf({2, 3, 36, 8}, 28), randn_leaf({3, 1, 3, 3}, 29)}, 0, 2e-3, true);
+  for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst})
+    check_op("SimA core, l1",
+             [order](const std::vector<Tensor>& t) { return sima_attention(t[0], t[1], t[2], SimaNorm::L1, order); },
+             {randn_leaf({2, 3, 33, 16}, 19), randn_leaf({2, 3, 33, 16}, 20), randn_leaf({2, 3, 33, 16}, 21)});
+}
+
+TEST_CASE("autocast: float16 overflows where float32 does not (SimA without normalisation, large activations)") {
+  // q, k, v of size ~300: q kᵀ sums 16 products of ~9e4 each, ~1e6 > 65504.
+  Generator g(9);
+  auto big = [&](uint64_t seed) {
+    Tensor t = randn_leaf({1, 2, 40, 16}, seed);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = 300.f + 30.f * t.data()[i];
+    return t;
+  };
+  // One product past 65504: 16 · 300 · 300 = 1.44e6 is inf at fp16, itself at fp32 and bf16.
+  std::vector<float> a(16, 300.f), b(16, 300.f);
+  float c = 0.f;
+  gemm(false, false, 1, 1, 16, a.data(), b.data(), 0.f, &c);
+  CHECK(c == 1.44e6f);
+  {
+    AutocastGuard guard(AutocastMode::FP16);
+    gemm(false, false, 1, 1, 16, a.data(), b.data(), 0.f, &c);
+    CHECK(c == INFINITY);
+    for (float& x : a) x = -x;
+    gemm(false, false, 1, 1, 16, a.data(), b.data(), 0.f, &c);
+    CHECK(c == -INFINITY);
+  }
+  const Tensor q = big(1), k = big(2), v = big(3);
+  auto core = [&](SimaNorm norm) { return sima_attention(q, k, v, norm, SimaOrder::QkFirst); };
+  CHECK(all_finite(core(SimaNorm::None)));
+  {
+    AutocastGuard guard(AutocastMode::FP16);
+    CHECK_FALSE(all_finite(core(SimaNorm::None)));  // inf (and NaN after inf − inf)
+    CHECK(all_finite(core(SimaNorm::L1)));          // ℓ1: |q̂ k̂ᵀ| <= 1, nothing grows
+  }
+  if (bf16_here()) {  // bf16 has float32's exponent: no overflow
+    AutocastGuard guard(AutocastMode::BF16);
+    CHECK(all_finite(core(SimaNorm::None)));
+  }
+}
+
+TEST_CASE("autocast: train.precision names, and what the CPU needs") {
+  CHECK(parse_autocast_mode("fp32", "x") == AutocastMode::Off);
+  CHECK(parse_autocast_mode("bf16", "x") == AutocastMode::BF16);
+  CHECK(parse_autocast_mode("fp16", "x") == AutocastMode::FP16);
+  CHECK(error_message([] { parse_autocast_mode("int8", "train.precision"); }).find("fp32, bf16, fp16") !=
+        std::string::npos);
+  CHECK(autocast_unsupported(AutocastMode::Off).empty());
+  CHECK(autocast_unsupported(AutocastMode::FP16).empty());
+  const CpuFeatures& f = cpu_features();
+  if (!f.avx512_bf16 && !f.amx_bf16) CHECK(autocast_unsupported(AutocastMode::BF16).find("AVX512-BF16") != std::string::npos);
+  MESSAGE("bf16 training on this CPU: ", bf16_here() ? "yes" : autocast_unsupported(AutocastMode::BF16));
+}
