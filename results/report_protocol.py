@@ -269,7 +269,7 @@ def projected_cpu(runs, rows):
     architecture's latest sweep point: its CPU per epoch times the row's epochs and seeds. A final row
     (claim 1, DINO) trains the planned epochs (planned_epochs) on 60 000 images, so its CPU per epoch is
     scaled up from the sweep's 50 000; a fixed-budget row (results/fixed.py) trains fixed.EPOCHS on the
-    sweep's own 50 000, and a time-to-accuracy timing row tta.TIMING_EPOCHS there in each of its rounds
+    sweep's own 50 000 (fixed.epochs_of: 50, or 100 for an e100_ row), and a time-to-accuracy timing row tta.TIMING_EPOCHS there in each of its rounds
     (its "seeds") at two threads (which costs some CPU more than one thread: not counted). A row other than the sweep's own is scaled by
     its pre-protocol CPU relative to the sweep row's. DINO counts its pretraining only (not its k-NN and
     probe). Rows of another kind (the PyTorch twin, speed) are left out."""
@@ -281,7 +281,7 @@ def projected_cpu(runs, rows):
         if kind not in ("train", "fixed", "tta", "dino") or latest is None:
             left.append(row)
             continue
-        epochs = {"fixed": fixed.EPOCHS, "tta": tta.TIMING_EPOCHS}.get(kind) or planned_epochs(runs, srow)
+        epochs = {"fixed": fixed.epochs_of(row), "tta": tta.TIMING_EPOCHS}.get(kind) or planned_epochs(runs, srow)
         per_epoch = cpu_per_epoch(latest[1]) * (60000 / (60000 - sweep.VALIDATION) if kind in ("train", "dino") else 1.0)
         a, b = pre_protocol_cpu(runs, base), pre_protocol_cpu(runs, srow)
         scale = a / b if a and b else 1.0

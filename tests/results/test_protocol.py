@@ -107,6 +107,15 @@ with tempfile.TemporaryDirectory() as d:
         if kind in ("train", "torch"):
             check(sweep.sweep_row_of(row) in sweep.SWEEPS, "%s has no sweep" % row)
 
+# The fixed budgets (results/fixed.py): a row's prefix names its epochs and its config.
+import fixed  # noqa: E402
+check(fixed.epochs_of("e100_deit_sima_1head") == 100 and fixed.base_row("e100_deit_sima_1head") == "deit_sima_1head"
+      and fixed.epochs_of("e50_deit_sima") == 50 and fixed.epochs_of("deit_sima") is None
+      and fixed.base_row("deit_sima") == "deit_sima", "fixed budgets' prefixes")
+check(fixed.CONVERGED_EPOCHS == sweep.BUDGET_CAP["deit_sima"], "claims 2 and 3 at DeiT's cap")
+e100 = [r for r, _, kind, seeds in reproduce.ROWS if r.startswith("e100_") and kind == "fixed" and seeds >= 3]
+check(len(e100) == 6 and all(os.path.exists(reproduce.config_path(r)) for r in e100), "e100 rows: %r" % e100)
+
 # The projected CPU of the final rows: the sweep's CPU per epoch scaled to 60 000 images, times its
 # epochs (a lower bound before convergence) and the seeds; other rows scaled by their pre-protocol CPU.
 import report_protocol  # noqa: E402
@@ -122,13 +131,16 @@ with tempfile.TemporaryDirectory() as d:
     rows = {"cvt_sima": ("cvt_sima", [1], "train", 3), "cvt_softmax": ("cvt_softmax", [1], "train", 3),
             "dino_xcit_sima": ("dino_xcit_sima", [6], "dino", 1), "deit_sima": ("deit_sima", [1], "train", 3),
             "tta_cvt_softmax": ("tta_cvt_softmax", ["tta"], "tta", 1),
-            "e50_cvt_softmax": ("e50_cvt_softmax", [2], "fixed", 2)}
+            "e50_cvt_softmax": ("e50_cvt_softmax", [2], "fixed", 2),
+            "e100_cvt_softmax": ("e100_cvt_softmax", [2], "fixed", 1)}
     total, counted, left = report_protocol.projected_cpu(d, rows)
     # Final rows: 60 000 images (x1.2) for the budget cap's epochs (100; DINO 20) while no sweep has
     # chosen; a fixed-budget row: 50 000 images (not scaled), fixed.EPOCHS, its base row's pre-protocol
-    # ratio (2), two seeds; a time-to-accuracy timing row: tta.TIMING_EPOCHS epochs on 50 000, one run.
+    # ratio (2), two seeds (an e100_ row: 100 epochs, one seed); a time-to-accuracy timing row:
+    # tta.TIMING_EPOCHS epochs on 50 000, one run.
     import fixed, tta  # noqa: E401,E402
-    want = 120 * 100 * 3 + 240 * 100 * 3 + 96 * 20 + 200 * fixed.EPOCHS * 2 + 200 * tta.TIMING_EPOCHS
+    want = (120 * 100 * 3 + 240 * 100 * 3 + 96 * 20 + 200 * fixed.EPOCHS * 2 + 200 * 100 * 1
+            + 200 * tta.TIMING_EPOCHS)
     check(abs(total - want) < 1e-6, "projected CPU %r, want %r" % (total, want))
     # A killed first sitting left no CPU; the sitting that finished ran 10 epochs for 1500 s: 150 s each.
     rec["sittings"] = [{"cpu_s": 2500.0, "resumed": True, "epochs_run": 10}]
@@ -138,7 +150,8 @@ with tempfile.TemporaryDirectory() as d:
     # The trainer's own per-epoch CPU, where the epochs carry it, comes first.
     rec["epochs"][3]["epoch_cpu_seconds"], rec["epochs"][4]["epoch_cpu_seconds"] = 90.0, 110.0
     check(report_protocol.cpu_per_epoch(rec) == 100.0, "CPU per epoch from the epochs' own figures")
-    check(counted == ["cvt_sima", "cvt_softmax", "dino_xcit_sima", "tta_cvt_softmax", "e50_cvt_softmax"]
+    check(counted == ["cvt_sima", "cvt_softmax", "dino_xcit_sima", "tta_cvt_softmax", "e50_cvt_softmax",
+                      "e100_cvt_softmax"]
           and left == ["deit_sima"],
           "%r %r" % (counted, left))
 
