@@ -349,6 +349,34 @@ with tempfile.TemporaryDirectory() as d:
         f.write(json.dumps({"kind": "epoch", "epoch": 100}) + "\n")
     check(parked.finished(out), "a twin run with its last epoch is finished")
 
+# Parked states and weights are gzip-compressed and unparked to the same bytes; a folder parked
+# before compression (plain files) still unparks.
+with tempfile.TemporaryDirectory() as d:
+    out = os.path.join(d, "runs", "e100_deit_sima_s0")
+    run_folder(out, {"train": {"epochs": 100}}, None)
+    state = bytes(range(256)) * 4000 + b"\0" * 500000  # compressible, like a state's zeros
+    for f in ("train_state.safetensors", "best.safetensors"):
+        with open(os.path.join(out, f), "wb") as fh:
+            fh.write(state)
+    check(parked.park(d, os.path.join(d, "runs")) == ["e100_deit_sima_s0"], "parked")
+    pd = parked.parked_dir(d, out)
+    check(sorted(os.listdir(pd)) == ["best.safetensors.gz", "config.json", "train_state.safetensors.gz"],
+          "parked files: %r" % sorted(os.listdir(pd)))
+    check(os.path.getsize(os.path.join(pd, "train_state.safetensors.gz")) < len(state) // 4, "not compressed")
+    shutil.rmtree(out)
+    check(parked.start_or_resume(d, out, 100), "compressed park: resumes")
+    for f in ("train_state.safetensors", "best.safetensors"):
+        with open(os.path.join(out, f), "rb") as fh:
+            check(fh.read() == state, "%s unparked to other bytes" % f)
+    old = os.path.join(d, "runs", "e100_deit_sima_s1")
+    os.makedirs(os.path.join(d, "parked", "e100_deit_sima_s1"))
+    run_folder(os.path.join(d, "parked", "e100_deit_sima_s1"), {"train": {"epochs": 100}}, None)
+    with open(os.path.join(d, "parked", "e100_deit_sima_s1", "train_state.safetensors"), "wb") as fh:
+        fh.write(state)
+    check(parked.start_or_resume(d, old, 100), "a plain parked state resumes")
+    with open(os.path.join(old, "train_state.safetensors"), "rb") as fh:
+        check(fh.read() == state, "a plain parked state unparked to other bytes")
+
 # A launcher stopped with SIGTERM, or with Ctrl-C (SIGINT to its whole process group, as a terminal
 # sends it), passes SIGTERM to its trainer, records the sitting's CPU (the trainer saves its state and
 # exits 130) and starts no other row; the next seed never begins. The trainer runs in its own session:
