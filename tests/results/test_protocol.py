@@ -455,49 +455,61 @@ check(cell_of(dict(nan, seed=0), nan) == "seed 0 diverged, seed 1 diverged (2 of
 check(cell_of(ok, dict(ok, seed=1, top1=91.0)) == "90.50 ± 0.71" and cell_of(ok) == "90.00 (1 of 2 seeds)",
       "finished: %s / %s" % (cell_of(ok, dict(ok, seed=1, top1=91.0)), cell_of(ok)))
 
-# Claim 4's "none" against the paper's divergence: the seeds that diverged, or that every seed trained;
-# "so far" while seeds are still to run.
+# Claim 4's "none" against the paper's divergence: the seeds that diverged, or that every seed trained
+# (not reproduced, at the fixed budget); "so far" while seeds are still to run.
+import report_claims  # noqa: E402
+import verdicts  # noqa: E402
 def divergence_of(*recs, want=2):
     t = report.Table("", [("r", "", "fixed", want)], lambda row, seed: recs[seed] if seed < len(recs) else None)
-    return report.divergence_verdict(t, "r")
+    return report_claims.divergence_verdict(t, "r")
 check(divergence_of() == "—", "no record: " + divergence_of())
 check(divergence_of(ok, nan) == "as the paper: seed 1 diverged (1 of 2)", "one diverged: " + divergence_of(ok, nan))
 check(divergence_of(dict(nan, seed=0), nan) == "as the paper: seeds 0, 1 diverged (2 of 2)",
       "both diverged: " + divergence_of(dict(nan, seed=0), nan))
-check(divergence_of(ok, dict(ok, seed=1)) == "differs from the paper: 2 of 2 seeds trained, none diverged",
+check(divergence_of(ok, dict(ok, seed=1)) == "not reproduced at 50 epochs: 2 of 2 seeds trained, none diverged",
       "both trained: " + divergence_of(ok, dict(ok, seed=1)))
-check(divergence_of(ok) == "differs from the paper: 1 of 1 seed trained, none diverged, so far",
+check(divergence_of(ok) == "not reproduced at 50 epochs: 1 of 1 seed trained, none diverged, so far",
       "one of two trained: " + divergence_of(ok))
 failed = {"seed": 1, "exit_code": 1, "error": "test evaluation failed: no such file"}  # failed, not diverged
-check(divergence_of(ok, failed) == "differs from the paper: 1 of 2 seeds trained, none diverged",
+check(divergence_of(ok, failed) == "not reproduced at 50 epochs: 1 of 2 seeds trained, none diverged",
       "one failed: " + divergence_of(ok, failed))
 
-# A verdict drawn while a row has seeds still to run says so; with every seed in, it does not.
-def verdict_of(a, b, want=3):
+# A verdict drawn while a row has seeds still to run says so; with every seed in, it does not; a
+# fixed-budget verdict short of convergence names its budget.
+def verdict_of(a, b, want=3, budget=None):
     recs = {"a": a, "b": b}
     t = report.Table("", [("a", "", "fixed", want), ("b", "", "fixed", 3)],
                      lambda row, seed: recs[row][seed] if seed < len(recs[row]) else None)
-    return t.verdict("a", "b", -2.8)
+    j = report_claims.judge_family(t, [([("a", 1), ("b", -1)], -2.8)])[0]
+    return report_claims.verdict_cell(t, j, ("a", "b"), budget)
 three = [dict(ok, seed=s, top1=90.0 + 0.1 * s) for s in range(3)]
 low = [dict(ok, seed=s, top1=89.0 + 0.2 * s) for s in range(3)]
-check(verdict_of(low[:2], three).endswith("outside), so far"), "partial row: " + verdict_of(low[:2], three))
-check(verdict_of(low, three).endswith("outside)"), "complete rows: " + verdict_of(low, three))
-check(verdict_of(low[:2], three, want=2).endswith("outside)"), "a 2-seed row complete: " + verdict_of(low[:2], three, want=2))
+check(verdict_of(low[:2], three)[0].endswith(", so far"), "partial row: %r" % (verdict_of(low[:2], three),))
+check(not verdict_of(low, three)[0].endswith("so far"), "complete rows: %r" % (verdict_of(low, three),))
+check(not verdict_of(low[:2], three, want=2)[0].endswith("so far"), "a 2-seed row complete")
+check(verdict_of(low, three, budget=50)[0].endswith(" at 50 epochs") and
+      not verdict_of(low, three, budget=100)[0].endswith("epochs"), "budget in the verdict")
+check(verdict_of(low, three)[1] == "seeds + test set, analytic (unpaired)", "no per-image data: analytic")
+# with per-image records on every run, the paired bootstrap
+bits = lambda top1: {"correct_hex": "f" * int(top1 * 25) + "0" * (2500 - int(top1 * 25)), "eval": {"count": 10000}}  # noqa: E731
+lowb = [dict(r, **bits(r["top1"])) for r in low]
+threeb = [dict(r, **bits(r["top1"])) for r in three]
+check(verdict_of(lowb, threeb)[1] == "paired bootstrap (images, seeds)", "per-image data: %r" % (verdict_of(lowb, threeb),))
+check(verdict_of(lowb, three)[1] == "seeds + test set, analytic (unpaired)", "one side without per-image data")
 
-# The interaction cell (claims 2 and 3): (a - b) - (c - d) over the four rows, "so far" while one is partial.
+# The interaction (claims 2 and 3): (a - b) - (c - d) over the four rows, the analytic form's d.
 def interaction_of(a, b, c, d, want=3):
     recs = {"a": a, "b": b, "c": c, "d": d}
     t = report.Table("", [(r, "", "fixed", want if r == "a" else 3) for r in "abcd"],
                      lambda row, seed: recs[row][seed] if seed < len(recs[row]) else None)
-    return t.interaction("a", "b", "c", "d", 2.4)
-same = interaction_of(low, three, three, low)  # (low - three) - (three - low) = 2 (low - three)
+    return report_claims.judge_family(t, [([("a", 1), ("b", -1), ("c", -1), ("d", 1)], 2.4)])[0]
 top = [[r["top1"] for r in g] for g in (low, three, three, low)]
-w4 = stats.contrast(top, [1, -1, -1, 1])
-check(abs(w4["d"] - 2 * (statistics.mean(top[0]) - statistics.mean(top[1]))) < 1e-9, "interaction d: %r" % w4)
-check(same == (stats.fmt_welch(w4), stats.verdict(w4, 2.4)) and same[1].startswith("differs from the paper"),
-      "interaction: %r" % (same,))
-check(interaction_of(low[:2], three, low, three, want=3)[1].endswith("outside), so far"), "interaction, partial row")
-check(interaction_of([], three, low, three) == ("—", "—"), "interaction with a row not run")
+j4 = interaction_of(low, three, three, low)
+e4 = verdicts.analytic(top, [1, -1, -1, 1])
+check(abs(j4["d"] - 2 * (statistics.mean(top[0]) - statistics.mean(top[1]))) < 1e-9 and j4["form"] == "analytic",
+      "interaction d: %r" % j4)
+check((j4["lo"], j4["hi"]) == verdicts.interval(e4, 0.95), "interaction interval: %r" % j4)
+check(interaction_of([], three, low, three) is None, "interaction with a row not run")
 
 # Claim 6 against the study's targets: each finished DINO row's 20-NN against the raw pixels' from its own
 # record, its linear probe against 88, then SimA − XCA without an interval.
@@ -520,6 +532,27 @@ check("XCA: 20-NN 80.00, not above the raw pixels' 85.70: missed; linear probe 7
       and "SimA − XCA: 20-NN +6.00, linear probe +9.50 (one seed each" in both, "claim 6, both: " + both)
 one = dino_lines(xca, dict(sima, exit_code=1, error="x"))
 check("XCA: 20-NN 80.00" in one and "SimA" not in one, "claim 6, SimA failed: " + one)
+
+# The CPU ledger of the header (results/report_budget.py): every record counts once, by where it lies;
+# this round's CPU from dated sittings, else from a record dated in the round; undated parked sittings
+# predate the round.
+import report_budget  # noqa: E402
+with tempfile.TemporaryDirectory() as d:
+    w = lambda rel, obj: reproduce.write_json(os.path.join(d, rel), obj)  # noqa: E731
+    w("deit_sima/s0.json", {"cpu_s": 100.0, "date": "2026-11-29 10:00 UTC"})
+    w("e100_deit_sima/s0.json", {"cpu_s": 300.0, "date": "2026-12-02 10:00 UTC",
+                                 "sittings": [{"cpu_s": 200.0, "date": "2026-12-02 03:00 UTC"},
+                                              {"cpu_s": 100.0, "date": "2026-11-30 03:00 UTC"}]})
+    w("dino_x/s0.json", {"cpu_s": 50.0, "date": "2026-12-01 01:00 UTC", "sittings": [{"cpu_s": 50.0}]})
+    w("sweeps/deit_sima_e25.json", {"cpu_s": 10.0, "date": "2026-11-20 00:00 UTC"})
+    w("sweeps/widths/deit_sima_w96_e25.json", {"cpu_s": 20.0})
+    w("pre_protocol/cvt_sima/s0.json", {"cpu_s": 40.0})
+    w("parked/e100_deit_softmax_s0/spent.json", [{"cpu_s": 7.0, "date": "2026-12-02 04:00 UTC"}, {"cpu_s": 5.0}])
+    w("parked/e100_deit_softmax_s0/other.json", {"cpu_s": 1000.0})
+    w("deit_sima/heatmap.json", {"trained": {}})
+    led = report_budget.ledger(d)
+    check(led == {"rows": [3, 450.0, 250.0], "sweeps": [1, 10.0, 0.0], "widths": [1, 20.0, 0.0],
+                  "pre_protocol": [1, 40.0, 0.0], "parked": [1, 12.0, 7.0]}, "ledger: %r" % led)
 
 for stop_signal in (signal.SIGTERM, signal.SIGINT):
     with tempfile.TemporaryDirectory() as d:
