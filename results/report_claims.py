@@ -95,7 +95,7 @@ def rel_err_cell(t, j, base):
 def paper_cell(p0, p1):
     """The paper's before → after (Δ, Δerr / err)."""
     return "%.1f → %.1f (%s; err %s %%)" % (p0, p1, stats.signed(p1 - p0, 1),
-                                           stats.signed(100 * verdicts.rel_err(p1 - p0, p0), 1))
+                                           stats.signed(100 * verdicts.rel_err(p1 - p0, p0) + 0.0, 1))  # + 0.0: no "−0.0"
 
 
 def rule_lines(out):
