@@ -10,6 +10,7 @@ import frozen_eval
 import stats
 import sweep
 import tta
+import verdicts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -56,8 +57,12 @@ def protocol_section(out):
         " (`results/fixed.py`, rows `%s<row>`), each against its own controls at that budget (softmax and SimA"
         " DeiT, SimA XCiT): at the cap they would cost about twice as much again. They train on the split's %d"
         " images and evaluate the held-out ones after every epoch, which gives the time-to-accuracy table its"
-        " curves, then the test set once on the last weights. Nothing is chosen from those curves."
-        % (fixed.EPOCHS, fixed.PREFIX, 60000 - sweep.VALIDATION))
+        " curves, then the test set once on the last weights (with each image's correctness, `sima-eval"
+        " --per-image`). Nothing is chosen from those curves. Claims 2 and 3, disputed at that budget, are"
+        " measured again the same way at DeiT's converged count, %d epochs (the cap of claim 1's sweep; rows"
+        " `%s<row>`, their reference rows included, 3 seeds each); a verdict at %d epochs says so."
+        % (fixed.EPOCHS, fixed.PREFIX, 60000 - sweep.VALIDATION, fixed.CONVERGED_EPOCHS, fixed.CONVERGED_PREFIX,
+           fixed.EPOCHS))
     out.append(
         "- A run longer than a sitting is stopped by sending SIGTERM to its launcher (`reproduce.py run` or"
         " `sweep`), which passes it to the trainers (each saves its train state mid-epoch), records their"
@@ -69,10 +74,14 @@ def protocol_section(out):
         "- The other settings are each config's in `configs/paper/` as they stand; they were not swept, which"
         " the discussion takes into account.")
     out.append(
-        "- Statistics: mean ± sample standard deviation over seeds; each difference with its 95 % Welch"
-        " confidence interval (unequal variances, Welch–Satterthwaite degrees of freedom, `results/stats.py`)."
-        " A paper figure is *consistent* when it lies inside that interval; with 2–3 seeds the intervals are"
-        " wide, and a claim is called inconclusive when its interval holds both 0 and the paper's figure.\n")
+        "- Statistics (`results/verdicts.py`): mean ± sample standard deviation over seeds; each effect with"
+        " an interval that includes the test set's noise, a paired bootstrap over test images and seeds where"
+        " every run recorded its per-image correctness, else each row's seed variance plus its binomial"
+        " test-set variance (unpaired, conservative; Welch–Satterthwaite degrees of freedom, flagged below 2);"
+        " Holm's correction within each claim's table. The verdict comes from that interval alone: same or"
+        " opposite direction to the paper, an effect where the paper reports none, no effect (two one-sided"
+        " tests within ±%.1f points), or inconclusive. The paper's ImageNet figures stand beside it, in points"
+        " and as a change of error rate, and enter no verdict.\n" % verdicts.MARGIN)
 
 
 def sweep_records(runs):

@@ -4,7 +4,7 @@ docs/RESULTS.md from what the runs recorded, under the protocol at the top of th
 
     python3 results/reproduce.py list                 # rows, seeds, which runs are recorded
     python3 results/reproduce.py sweep [--rows A,B] [--jobs 2]   # epoch sweeps, validation split
-    python3 results/reproduce.py run [--rows A,B] [--seeds 0,1] [--jobs 2] [--threads 1]
+    python3 results/reproduce.py run [--rows A,B] [--seeds 0,1] [--by-seed] [--jobs 2] [--threads 1]
     python3 results/reproduce.py heatmaps             # saliency panels from seed 0's finished runs
     python3 results/reproduce.py park [NAME ...]      # cut-off runs' train states into results/runs/parked/
     python3 results/reproduce.py report               # docs/RESULTS.md (and docs/results/speed.md) from results/runs/
