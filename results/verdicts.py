@@ -6,7 +6,9 @@ of two such differences. Its uncertainty includes the test set's own noise, not 
 - **paired bootstrap** (`bootstrap`), when every run of every row in the contrast recorded which
   test images it got right (`correct_hex`, sima-eval --per-image): each replicate resamples the
   test images with replacement (the same images for every run, so the pairing is kept) and, within
-  each row, its seeds with replacement; the interval is the replicates' percentiles.
+  each row, its seeds with replacement; the interval is the replicates' percentiles. Resampling n
+  seeds understates their spread by (n - 1) / n in variance, so a row of 2 seeds is flagged, and a
+  row of one seed gives no interval.
 - **analytic, unpaired** (`analytic`), otherwise: each row's seed variance over its seeds (s^2 / n),
   plus each row's binomial test-set variance p (1 - p) / N of a model with accuracy p on N images,
   as if the rows' errors on the test images were independent. Models trained on the same images
@@ -104,8 +106,9 @@ def bootstrap(runs, weights, reps=REPS, seed=0):
 
 def estimate(rows, weights, n_test=N_TEST):
     """The contrast of rows (each a list of (top1, bits or None) per seed): the paired bootstrap when
-    every run has its per-image record, the analytic form otherwise."""
-    if all(bits is not None for row in rows for _, bits in row) and min(len(r) for r in rows) >= 1:
+    every run has its per-image record and every row 2 seeds or more, the analytic form otherwise (which
+    gives no interval for a row of one seed: its seed spread is unknown)."""
+    if all(bits is not None for row in rows for _, bits in row) and min(len(r) for r in rows) >= 2:
         return bootstrap([[bits for _, bits in row] for row in rows], weights)
     return analytic([[top1 for top1, _ in row] for row in rows], weights, n_test)
 
@@ -174,6 +177,8 @@ def judge(family, margin=MARGIN, alpha=ALPHA):
         j["lo"], j["hi"] = interval(e, lev)
         if e.get("df") is not None and e["df"] < 2:
             j["flag"] = "df %.1f < 2: the interval's coverage is poor" % e["df"]
+        elif e["form"] == "paired bootstrap" and min(e["ns"]) < 3:
+            j["flag"] = "%d seeds: resampling them understates their spread" % min(e["ns"])
         if a < alpha:
             sign = 1 if e["d"] > 0 else -1
             if paper:

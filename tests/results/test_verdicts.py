@@ -80,6 +80,10 @@ two = v.estimate([[(76.7, a_bits), (76.7, a_bits)], [(71.7, b_bits), (71.7, b_bi
 check(two["form"] == "paired bootstrap" and abs(two["d"] - 5.0) < 1e-9, "estimate with bits: %r" % two["form"])
 check(v.estimate([[(76.7, a_bits), (76.0, None)], [(71.7, b_bits), (71.0, b_bits)]], [1, -1])["form"] == "analytic",
       "a run without bits: the analytic form")
+one = v.estimate([[(76.7, a_bits)], [(71.7, b_bits)]], [1, -1])
+check(one["form"] == "analytic" and one["se"] is None and v.judge([(one, 1.0)])[0]["verdict"].startswith("no interval"),
+      "one seed a side: no interval")
+check("2 seeds" in v.judge([(two, 1.0)])[0]["flag"], "a 2-seed bootstrap is flagged")
 p2, pt = v.p_values(bs)
 check(p2 < 0.01 and pt > 0.5, "bootstrap p-values: %r" % ((p2, pt),))
 
