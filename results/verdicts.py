@@ -4,9 +4,10 @@ An effect is a contrast of rows' mean test top-1 (points): SimA minus its baseli
 of two such differences. Its uncertainty includes the test set's own noise, not only the seeds':
 
 - **paired bootstrap** (`bootstrap`), when every run of every row in the contrast recorded which
-  test images it got right (`correct_hex`, sima-eval --per-image): each replicate resamples the
-  test images with replacement (the same images for every run, so the pairing is kept) and, within
-  each row, its seeds with replacement; the interval is the replicates' percentiles. Resampling n
+  test images it got right (`correct_hex`, sima-eval --per-image): each replicate resamples, within
+  each row, its seeds with replacement, and the test images with replacement (the same images for
+  every run, so the pairing is kept; that step drawn from its normal limit with its exact mean and
+  variance, see `bootstrap`); the interval is the replicates' percentiles. Resampling n
   seeds understates their spread by (n - 1) / n in variance, so a row of 2 seeds is flagged, and a
   row of one seed gives no interval.
 - **analytic, unpaired** (`analytic`), otherwise: each row's seed variance over its seeds (s^2 / n),
@@ -74,32 +75,45 @@ def analytic(groups, weights, n_test=N_TEST):
 
 def bootstrap(runs, weights, reps=REPS, seed=0):
     """The paired bootstrap: runs[i] is row i's per-seed lists of 0/1 per test image (every list the
-    same images in the same order). A dict of d, draws (sorted replicates of the contrast), ns, form."""
+    same images in the same order). A dict of d, draws (sorted replicates of the contrast), ns, form.
+
+    A replicate resamples each row's seeds with replacement, which gives each run r a weight a_r (its
+    row's weight times how often it was drawn over the row's seed count), then resamples the N test
+    images, the same images for every run. Given the a_r, the contrast over a resample of the images
+    is the mean of N draws of x_i = sum_r a_r bit_ir; it is drawn from its normal limit with its exact
+    mean sum_r a_r acc_r and variance (a^T Q a - (sum_r a_r acc_r)^2) / N, Q_rs the share of images
+    both r and s got right (in points^2): exact in its first two moments, and cheap enough to run
+    every time the report is made."""
     flat = [bits for row in runs for bits in row]
     n = len(flat[0])
     if any(len(b) != n for b in flat):
         raise ValueError("the runs' per-image records cover different numbers of images")
-    acc = [[100.0 * sum(b) / n for b in row] for row in runs]
-    d = sum(w * statistics.mean(a) for a, w in zip(acc, weights))
+    acc = [100.0 * sum(b) / n for b in flat]
     # The statistic depends on an image only through its pattern of right and wrong over the runs.
     patterns = collections.Counter(zip(*flat))
-    keys = list(patterns)
-    counts = [patterns[k] for k in keys]
+    R = len(flat)
+    Q = [[0.0] * R for _ in range(R)]
+    for pat, c in patterns.items():
+        on = [r for r in range(R) if pat[r]]
+        for r in on:
+            for s in on:
+                Q[r][s] += c
+    Q = [[1e4 * q / n for q in row] for row in Q]
+    starts, j = [], 0
+    for row in runs:
+        starts.append(j)
+        j += len(row)
+    d = sum(w * statistics.mean(acc[st:st + len(row)]) for row, w, st in zip(runs, weights, starts))
     rng = random.Random(seed)
     draws = []
     for _ in range(reps):
-        m = collections.Counter(rng.choices(range(len(keys)), weights=counts, k=n))
-        hits = [0] * len(flat)
-        for p, c in m.items():
-            for r, bit in enumerate(keys[p]):
-                if bit:
-                    hits[r] += c
-        j, rep = 0, 0.0
-        for row, w in zip(runs, weights):
-            row_acc = [100.0 * hits[j + s] / n for s in range(len(row))]
-            j += len(row)
-            rep += w * statistics.mean(rng.choice(row_acc) for _ in row)
-        draws.append(rep)
+        a = [0.0] * R
+        for row, w, st in zip(runs, weights, starts):
+            for _ in row:
+                a[st + rng.randrange(len(row))] += w / len(row)
+        mean = sum(x * y for x, y in zip(a, acc))
+        var = sum(a[r] * a[s] * Q[r][s] for r in range(R) if a[r] for s in range(R) if a[s]) - mean * mean
+        draws.append(rng.gauss(mean, math.sqrt(max(var, 0.0) / n)))
     draws.sort()
     return {"d": d, "draws": draws, "ns": [len(r) for r in runs], "form": "paired bootstrap", "df": None}
 

@@ -87,6 +87,26 @@ check("2 seeds" in v.judge([(two, 1.0)])[0]["flag"], "a 2-seed bootstrap is flag
 p2, pt = v.p_values(bs)
 check(p2 < 0.01 and pt > 0.5, "bootstrap p-values: %r" % ((p2, pt),))
 
+# With seeds too: two rows of two seeds on 200 images. The bootstrap's variance in closed form, by the
+# law of total variance over the 16 equally likely seed draws: E[Var_images | seeds] + Var[mean | seeds].
+import itertools  # noqa: E402
+rs = __import__("random").Random(3)
+toy = [[[int(rs.random() < p) for _ in range(200)] for p in (0.8, 0.7)], [[int(rs.random() < p) for _ in range(200)] for p in (0.6, 0.75)]]
+means, variances = [], []
+for pick in itertools.product(range(2), repeat=4):
+    a = {}
+    for k, (row, w) in enumerate(((0, 1), (0, 1), (1, -1), (1, -1))):
+        a[(row, pick[k])] = a.get((row, pick[k]), 0.0) + w / 2
+    x = [100 * sum(w * toy[r][s][i] for (r, s), w in a.items()) for i in range(200)]
+    means.append(statistics.mean(x))
+    variances.append(statistics.pvariance(x) / 200)
+closed2 = statistics.mean(variances) + statistics.pvariance(means)
+b2 = v.bootstrap(toy, [1, -1], reps=6000, seed=2)
+check(abs(statistics.pvariance(b2["draws"]) / closed2 - 1) < 0.08,
+      "bootstrap with seeds: variance %.3f against the closed form %.3f" % (statistics.pvariance(b2["draws"]), closed2))
+check(abs(statistics.mean(b2["draws"]) - statistics.mean(means)) < 0.15 and abs(b2["d"] - statistics.mean(means)) < 1e-9,
+      "bootstrap with seeds: centre")
+
 # McNemar by hand: 60 against 30 discordant images; exact two-sided p = 2 P(X <= 30), X ~ B(90, 1/2).
 n01, n10, p = v.mcnemar(a_bits, b_bits)
 want = 2 * sum(math.comb(90, i) for i in range(31)) / 2 ** 90
