@@ -103,7 +103,8 @@ grep -q "deit_sima 1 epochs: interrupted" "$dir/cut.txt" || fail "the cut-off sw
 $py "$root/results/reproduce.py" park --smoke "$dir" sweep_no_such_run | grep -q "parked 0 " || fail "park parked a run it was not given"
 $py "$root/results/reproduce.py" park --smoke "$dir"
 parked=$dir/records/parked/sweep_deit_sima_e1
-for f in train_state.safetensors config.json metrics.jsonl spent.json; do
+# (states and weights parked gzip-compressed: results/parked.py)
+for f in train_state.safetensors.gz config.json metrics.jsonl spent.json; do
   [ -f "$parked/$f" ] || fail "park did not keep $f"
 done
 [ -e "$dir/records/parked/sweep_cvt_sima_e2" ] && fail "park kept a finished run"
