@@ -19,7 +19,7 @@ import report_protocol
 ROUND_START = "2026-12-01 00:00 UTC"  # round three: the verdict rule, DINO, claims 2 and 3 at convergence
 ROUND_BUDGET_H = 60.0  # new CPU-hours this round may spend
 PARTS = (("rows", "runs of the tables"), ("sweeps", "epoch-sweep points"), ("widths", "width-sweep points"),
-         ("pre_protocol", "runs before the protocol"), ("parked", "cut-off runs' sittings so far (parked)"))
+         ("pre_protocol", "runs before the protocol"), ("parked", "parked runs' sittings so far"))
 
 
 def part_of(rel):
