@@ -3,6 +3,8 @@ interval and a verdict from this study's interval alone (results/verdicts.py): s
 paper, opposite direction, no effect (inside +/- verdicts.MARGIN points), or inconclusive. The
 paper's ImageNet effect stands beside it for reading, in points and as a change of error rate; it
 does not enter the verdict. Each table is one family of comparisons for Holm's correction."""
+import json
+import os
 import statistics
 
 import fixed
@@ -173,7 +175,26 @@ def paired_table(t, out, comps, header):
     return js
 
 
-def claim2_section(t, out):
+def under_way(runs_dir, rows, out):
+    """The runs of `rows` cut off and parked between sittings (results/runs/parked/<row>_s<seed>/), with
+    the epochs their parked metrics log; nothing when none is."""
+    found = []
+    base = os.path.join(runs_dir, "parked")
+    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        row, _, seed = name.rpartition("_s")
+        if row not in rows or not seed.isdigit():
+            continue
+        try:
+            with open(os.path.join(base, name, "metrics.jsonl")) as f:
+                done = sum(1 for line in f if json.loads(line).get("kind") == "epoch")
+        except (OSError, ValueError):
+            continue
+        found.append("%s seed %s, %d of %d epochs" % (row, seed, done, fixed.epochs_of(row) or 0))
+    if found:
+        out.append("Under way (parked between sittings, `results/runs/parked/`): %s.\n" % "; ".join(found))
+
+
+def claim2_section(t, out, runs_dir=""):
     out.append("## Claim 2: one head\n")
     for budget in (fixed.EPOCHS, fixed.CONVERGED_EPOCHS):
         p = fixed.prefix_of(budget)
@@ -186,6 +207,7 @@ def claim2_section(t, out):
         paired_table(t, out, comps, "| attention | 4 heads | 1 head | Δ [CI] | Δerr / err | paper (DeiT-S, 6 → 1 head)"
                                     " | verdict | uncertainty |")
         out.append("\nFamily: the three rows at %d epochs (Holm over 3).\n" % budget)
+        under_way(runs_dir, [r for c in comps for r in (c[1], c[2]) if isinstance(r, str)], out)
         mcnemar_line(t, out, p + "deit_sima_1head", p + "deit_sima")
     out.append("The last row of each table is what the paper claims, that one head costs softmax more than SimA:"
                " the difference of the two Δ over the four rows' seeds.\n")
@@ -203,7 +225,7 @@ def mcnemar_line(t, out, a, b):
                " right, %d only the second; exact two-sided p = %.3g.\n" % (a, b, n, n10, n01, p))
 
 
-def claim3_section(t, out):
+def claim3_section(t, out, runs_dir=""):
     out.append("## Claim 3: ReLU instead of GELU in the MLP\n")
     for budget in (fixed.EPOCHS, fixed.CONVERGED_EPOCHS):
         p = fixed.prefix_of(budget)
@@ -216,6 +238,7 @@ def claim3_section(t, out):
         paired_table(t, out, comps, "| model | GELU | ReLU | Δ [CI] | Δerr / err | paper (DeiT-S SimA) | verdict"
                                     " | uncertainty |")
         out.append("\nFamily: the three rows at %d epochs (Holm over 3).\n" % budget)
+        under_way(runs_dir, [r for c in comps for r in (c[1], c[2]) if isinstance(r, str)], out)
     out.append("The last row of each table asks whether a ReLU MLP does anything for SimA that it does not do for"
                " softmax: the difference of the two Δ over the four rows' seeds.\n")
 
@@ -286,7 +309,7 @@ def claims_2_to_5_section(t, out, runs_dir, sweep_gain):
                " that budget, are measured again at DeiT's converged count, %d epochs (the cap of claim 1's sweep),"
                " with their reference rows at the same protocol (rows e%d_, 3 seeds each).\n"
                % (fixed.EPOCHS, fixed.EPOCHS, sweep_gain, fixed.CONVERGED_EPOCHS, fixed.CONVERGED_EPOCHS))
-    claim2_section(t, out)
-    claim3_section(t, out)
+    claim2_section(t, out, runs_dir)
+    claim3_section(t, out, runs_dir)
     claim4_section(t, out)
     claim5_section(t, out)

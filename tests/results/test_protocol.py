@@ -554,6 +554,20 @@ with tempfile.TemporaryDirectory() as d:
     check(led == {"rows": [3, 450.0, 250.0], "sweeps": [1, 10.0, 0.0], "widths": [1, 20.0, 0.0],
                   "pre_protocol": [1, 40.0, 0.0], "parked": [1, 12.0, 7.0]}, "ledger: %r" % led)
 
+# A parked run of a claim table is named under it with the epochs its parked metrics log.
+with tempfile.TemporaryDirectory() as d:
+    os.makedirs(os.path.join(d, "parked", "e100_deit_sima_s0"))
+    with open(os.path.join(d, "parked", "e100_deit_sima_s0", "metrics.jsonl"), "w") as f:
+        for e in (1, 2, 3):
+            f.write(json.dumps({"kind": "step", "epoch": e - 0.5}) + "\n" + json.dumps({"kind": "epoch", "epoch": e}) + "\n")
+    out = []
+    report_claims.under_way(d, ["e100_deit_sima", "e100_deit_sima_1head"], out)
+    check(out == ["Under way (parked between sittings, `results/runs/parked/`): e100_deit_sima seed 0, 3 of 100 epochs.\n"],
+          "under way: %r" % out)
+    out = []
+    report_claims.under_way(d, ["e50_deit_sima"], out)
+    check(out == [], "under way, other rows: %r" % out)
+
 for stop_signal in (signal.SIGTERM, signal.SIGINT):
     with tempfile.TemporaryDirectory() as d:
         stopped_launcher(d, stop_signal)
