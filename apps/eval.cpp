@@ -85,6 +85,19 @@ int classify_images(Model& model, const CheckpointEvalInfo& info, const std::vec
   return 0;
 }
 
+// --per-image: image i's top-1 right or wrong as bit i, four images a hex digit, image 4j the most
+// significant bit of digit j (2500 digits for 10 000 images; the last digit padded with 0 bits).
+std::string correct_hex(const EvalResult& r) {
+  std::string hex;
+  for (size_t i = 0; i < r.predicted.size(); i += 4) {
+    int digit = 0;
+    for (size_t b = 0; b < 4; ++b)
+      digit = digit * 2 + (i + b < r.predicted.size() && r.predicted[i + b] == r.labels[i + b] ? 1 : 0);
+    hex.push_back("0123456789abcdef"[digit]);
+  }
+  return hex;
+}
+
 int evaluate_split(Model& model, const CheckpointEvalInfo& info, const std::string& data,
                    const std::vector<std::string>& names, const Cli& cli) {
   const std::string split = cli.get("split");
@@ -110,6 +123,7 @@ int evaluate_split(Model& model, const CheckpointEvalInfo& info, const std::stri
     j["data"] = to_string(spec);
     j["split"] = split;
     j["precision"] = cli.get("precision");
+    if (cli.is_set("per-image")) j["correct_hex"] = correct_hex(r);
     std::cout << j.dump() << "\n";
   } else {
     std::cout << "checkpoint " << cli.get("checkpoint") << "\ndata " << to_string(spec) << " (" << split << " split, "
@@ -199,6 +213,9 @@ std::string flag_conflict(const Cli& cli) {
   const bool knn = cli.is_set("knn"), probe = cli.is_set("linear-probe");
   if (const std::string r = cli.get("resize"); r != "auto" && r != "pil" && r != "float")
     return "--resize: '" + r + "' is not one of: auto, pil, float";
+  if (cli.is_set("per-image") && !cli.is_set("json")) return "--per-image needs --json";
+  if (cli.is_set("per-image") && (knn || probe || cli.is_set("image")))
+    return "--per-image applies to a split's evaluation, not to --knn, --linear-probe or --image";
   for (const char* f : {"k", "temperature"})
     if (cli.is_set(f) && !knn) return std::string("--") + f + " needs --knn";
   for (const char* f : {"probe-epochs", "probe-lr", "probe-batch", "probe-wd"})
@@ -243,6 +260,9 @@ void declare_flags(Cli& cli) {
            "(train/config/transforms_factory.h)",
            false, "auto");
   cli.option("json", "print one JSON object instead of the report");
+  cli.option("per-image",
+             "with --json on a split: add \"correct_hex\", image i's top-1 right (1) or wrong (0) as bit i, four "
+             "images a hex digit, most significant bit first (for paired statistics between models)");
   cli.repeated("image", "PATH", "classify these images instead (repeatable; also takes several paths)");
   cli.flag("topk", "K", "classes to show per image", false, "5");
   cli.option("knn", "weighted k-NN on frozen features (DINO): train-split features vote for each test image");

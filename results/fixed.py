@@ -6,10 +6,16 @@ PyTorch twin) trains at the budget cap, and the comparisons of claims 2 to 5 are
 budget, EPOCHS epochs, with their own controls (softmax and SimA DeiT, SimA XCiT) at the same budget.
 A difference between two rows here is a difference at that budget, which the report says.
 
-A row e50_<row> trains configs/paper/<row>.json on the validation split's 50 000 training images for
-EPOCHS epochs and evaluates the 10 000 held-out ones after every epoch (the curves the time-to-
-accuracy table reads, results/tta.py); after the last epoch, sima-eval evaluates the test set once on
-the final weights (the record's top1). No setting is chosen from these curves.
+The disputed claims 2 (one head) and 3 (a ReLU MLP, with its softmax control) are measured again at
+the architecture's converged count, CONVERGED_EPOCHS (DeiT's budget cap, sweep.BUDGET_CAP, the cap of
+claim 1's sweep), with their reference rows (softmax and SimA DeiT) at the same protocol: rows
+e100_<row>. BUDGETS maps each budget to its rows; a row's budget is its prefix.
+
+A row e<E>_<row> trains configs/paper/<row>.json on the validation split's 50 000 training images for
+E epochs and evaluates the 10 000 held-out ones after every epoch (the curves the time-to-accuracy
+table reads, results/tta.py); after the last epoch, sima-eval evaluates the test set once on the
+final weights (the record's top1, and its per-image correctness as `correct_hex`, `sima-eval
+--per-image`, for the paired statistics of results/stats.py). No setting is chosen from these curves.
 
     python3 results/reproduce.py run --rows e50_deit_sima,e50_deit_softmax
 """
@@ -22,6 +28,8 @@ from runner import BIN, INTERRUPTED, ROOT, epoch_records, run_logged, run_sittin
 
 EPOCHS = 50  # half the supervised budget cap (sweep.BUDGET_CAP)
 PREFIX = "e%d_" % EPOCHS
+CONVERGED_EPOCHS = sweep.BUDGET_CAP["deit_sima"]  # claims 2 and 3 again, at DeiT's converged (capped) count
+CONVERGED_PREFIX = "e%d_" % CONVERGED_EPOCHS
 # (row, claims, seeds): each row's config is configs/paper/<row>.json.
 ROWS = [  # claim 5 (with the time-to-accuracy curves) first, then claims 2, 3 and 4
     ("deit_softmax", [2, 3, 5], 3),
@@ -43,33 +51,63 @@ ROWS = [  # claim 5 (with the time-to-accuracy curves) first, then claims 2, 3 a
     ("xcit_sima_l2", [4], 2),
     ("xcit_sima_nonorm", [4], 2),
 ]
+# Claims 2 and 3 at convergence, >= 3 seeds a row: each SimA row beside its reference first, so that
+# a verdict can form from the first runs (`reproduce.py run --by-seed` takes every row's seed 0 first).
+ROWS_CONVERGED = [
+    ("deit_sima", [2, 3], 3),
+    ("deit_sima_1head", [2], 3),
+    ("deit_sima_relu_mlp", [3], 3),
+    ("deit_softmax", [2, 3], 3),
+    ("deit_softmax_1head", [2], 3),
+    ("deit_softmax_relu_mlp", [3], 3),
+]
+BUDGETS = {EPOCHS: ROWS, CONVERGED_EPOCHS: ROWS_CONVERGED}
+
+
+def all_rows():
+    """(e<E>_<row>, claims, seeds) of every budget, the first budget first."""
+    return [("e%d_%s" % (e, r), claims, seeds) for e, rows in BUDGETS.items() for r, claims, seeds in rows]
+
+
+def prefix_of(epochs):
+    return "e%d_" % epochs
+
+
+def epochs_of(row):
+    """e100_deit_sima -> 100; a row of no budget -> None."""
+    for e in BUDGETS:
+        if row.startswith(prefix_of(e)):
+            return e
+    return None
 
 
 def base_row(row):
-    """e50_deit_sima -> deit_sima (its config's name)."""
-    return row[len(PREFIX):] if row.startswith(PREFIX) else row
+    """e50_deit_sima or e100_deit_sima -> deit_sima (its config's name)."""
+    e = epochs_of(row)
+    return row[len(prefix_of(e)):] if e else row
 
 
 def test_eval_argv(checkpoint, smoke):
-    """sima-eval on the test split, once, on the run's final weights."""
-    argv = [os.path.join(BIN, "sima-eval"), "--checkpoint", checkpoint, "--json"]
+    """sima-eval on the test split, once, on the run's final weights, with each image's correctness."""
+    argv = [os.path.join(BIN, "sima-eval"), "--checkpoint", checkpoint, "--json", "--per-image"]
     return argv + (["--limit", "128"] if smoke else [])
 
 
 def run(row, seed, env, out, records, smoke):
     """Trains (or resumes) one seed of a fixed-budget row; returns the fields of its record, or None
     when the trainer was interrupted (its train state is kept for the next sitting)."""
-    base = base_row(row)
-    epochs = 1 if smoke else EPOCHS
+    base, budget = base_row(row), epochs_of(row)
+    epochs = 1 if smoke else budget
     resume = parked.start_or_resume(records, out, epochs)
-    argv = sweep.argv_for(BIN, ROOT, base, EPOCHS, out, resume, smoke, seed=seed)
+    argv = sweep.argv_for(BIN, ROOT, base, budget, out, resume, smoke, seed=seed)
     threads = int(env.get("OMP_NUM_THREADS", "1"))
     code, last, spent = run_sitting(argv, env, out, resume)
     if code == INTERRUPTED:
         return None
-    rec = {"command": user_command(sweep.argv_for(BIN, ROOT, base, EPOCHS, out, False, smoke, seed=seed), threads),
+    rec = {"command": user_command(sweep.argv_for(BIN, ROOT, base, budget, out, False, smoke, seed=seed), threads),
            "split": "validation", "validation": sweep.VALIDATION, "validation_seed": sweep.VALIDATION_SEED,
-           "epochs_from": "fixed budget (%d epochs)" % EPOCHS, "resumed": resume, **spent_totals(spent),
+           "epochs_from": "fixed budget (%d epochs%s)" % (
+               budget, ", DeiT's converged count: its sweep's budget cap" if budget == CONVERGED_EPOCHS else ""), "resumed": resume, **spent_totals(spent),
            "exit_code": code, "epochs": sweep.epoch_rows(epoch_records(out)),
            "model": sweep.model_of(ROOT, base)}
     if code != 0:
@@ -87,4 +125,6 @@ def run(row, seed, env, out, records, smoke):
         res = json.loads(f.read().strip().splitlines()[-1])
     rec["top1"] = res["top1"]
     rec["eval"]["top5"], rec["eval"]["count"] = res.get("top5"), res.get("count")
+    if "correct_hex" in res:  # image i right: bit i (results/stats.py, bits_from_hex)
+        rec["correct_hex"] = res["correct_hex"]
     return rec

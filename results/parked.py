@@ -11,11 +11,16 @@ needs from each cut-off folder into results/runs/parked/<name>/, to be committed
     metrics.jsonl             the records so far (cut back to the state's step on resume)
     spent.json                the sittings so far (sweep points: their CPU adds up over sittings)
 
+The states and weights (*.safetensors, *.pt) are parked gzip-compressed (<file>.gz) and unparked
+back to the plain files, so a resumed run reads the same bytes; an uncompressed parked file (parked
+before compression) is read as it is.
+
 The next `sweep` or `run` unparks a folder before it decides whether to resume, so the run goes on
 from the parked step, bit for bit as if it had never stopped (resume is byte-exact). A run that
 ends with its record drops its parked copy. Stop the launcher first (SIGTERM: its trainers save
 their state mid-epoch and exit, and it records their sittings), so the files are one consistent save.
 """
+import gzip
 import json
 import os
 import shutil
@@ -25,8 +30,32 @@ STATES = ("train_state.safetensors", "twin_state.pt")  # sima-train's, or the Py
 SPENT = "spent.json"  # parked copy of runs/paper/<name>.spent.json
 
 
+COMPRESSED = (".safetensors", ".pt")  # parked as <file>.gz
+
+
 def has_state(d):
-    return any(os.path.isfile(os.path.join(d, f)) for f in STATES)
+    return any(os.path.isfile(os.path.join(d, f)) or os.path.isfile(os.path.join(d, f + ".gz")) for f in STATES)
+
+
+def copy_in(src, dst_dir, f):
+    """Parks file src as dst_dir/f, gzip-compressed (f.gz) if it is a state or weights."""
+    if f.endswith(COMPRESSED):
+        with open(src, "rb") as a, gzip.open(os.path.join(dst_dir, f + ".gz"), "wb", compresslevel=6) as b:
+            shutil.copyfileobj(a, b)
+    else:
+        shutil.copyfile(src, os.path.join(dst_dir, f))
+
+
+def copy_out(src_dir, f, dst):
+    """Unparks src_dir/f (or its f.gz) as the plain file dst; False if neither is parked."""
+    if os.path.isfile(os.path.join(src_dir, f + ".gz")):
+        with gzip.open(os.path.join(src_dir, f + ".gz"), "rb") as a, open(dst, "wb") as b:
+            shutil.copyfileobj(a, b)
+    elif os.path.isfile(os.path.join(src_dir, f)):
+        shutil.copyfile(os.path.join(src_dir, f), dst)
+    else:
+        return False
+    return True
 
 
 def stored_epochs(out):
@@ -73,7 +102,7 @@ def park(records, out_root, only=()):
         os.makedirs(tmp)
         for f in FILES:
             if os.path.isfile(os.path.join(out, f)):
-                shutil.copyfile(os.path.join(out, f), os.path.join(tmp, f))
+                copy_in(os.path.join(out, f), tmp, f)
         if os.path.isfile(out + ".spent.json"):
             shutil.copyfile(out + ".spent.json", os.path.join(tmp, SPENT))
         shutil.rmtree(dst, ignore_errors=True)
@@ -101,8 +130,7 @@ def unpark(records, out):
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     for f in FILES:
-        if os.path.isfile(os.path.join(src, f)):
-            shutil.copyfile(os.path.join(src, f), os.path.join(out, f))
+        copy_out(src, f, os.path.join(out, f))
     if os.path.isfile(os.path.join(src, SPENT)):
         shutil.copyfile(os.path.join(src, SPENT), out + ".spent.json")
     return True

@@ -5,6 +5,8 @@ import json
 import os
 import statistics
 
+import report_budget
+import report_claims
 import report_dino
 import report_protocol
 import report_speed
@@ -13,22 +15,9 @@ import fixed
 import frozen_eval
 import tta
 
-# The paper's figures, ImageNet top-1 unless said (SimA paper, Koohpayegani & Pirsiavash,
-# arXiv:2206.08898): Table 1 for each model and its SimA twin, and for the single-head and
-# ReLU-MLP DeiT-S rows; Table 5 for DINO (linear / 20-NN). docs/models.md names the models' sources.
-PAPER = {
-    "deit": ("DeiT-S", "softmax", 79.8, 79.8),
-    "xcit": ("XCiT-S12/16", "XCA", 82.0, 82.1),
-    "cvt": ("CvT-13", "softmax", 81.6, 81.4),
-}
-
 # Claim 5's rows: every attention of the comparison (docs/attention.md names each one's source).
 E = fixed.PREFIX  # claims 2 to 5 read the fixed-budget rows (results/fixed.py)
-CLAIM5 = (("deit_softmax", "softmax"), ("deit_sima", "SimA (ℓ1)"), ("deit_relu_attn", "ReLU, L⁻¹"),
-          ("deit_soft", "SOFT"), ("deit_linear_elu", "linear, ELU+1"), ("deit_cosformer", "CosFormer, no re-weighting"),
-          ("deit_cosformer_cos1d", "CosFormer, cos re-weighting"), ("deit_performer", "Performer (FAVOR+)"),
-          ("deit_nystromformer", "Nyströmformer"), ("deit_efficient", "Efficient Attention"),
-          ("deit_linformer", "Linformer"))
+CLAIM5 = report_claims.CLAIM5
 
 MAP_LABELS = {"q": "q̂", "k": "k̂", "cls": "cls row"}
 FMNIST_CLASSES = ["T-shirt/top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag",
@@ -89,49 +78,6 @@ class Table:
         a = [r.get("cpu_s", 0) for r in self.records[row]]
         b = [r.get("cpu_s", 0) for r in self.records[base]]
         return "%.2f" % (statistics.mean(a) / statistics.mean(b)) if a and b and statistics.mean(b) > 0 else "—"
-
-    def welch(self, row, base):
-        a, b = self.top1(row), self.top1(base)
-        return stats.welch(a, b) if a and b else None
-
-    def delta(self, row, base):
-        """row minus base with its 95 % Welch interval, or — when either has no result."""
-        w = self.welch(row, base)
-        return stats.fmt_welch(w) if w else "—"
-
-    def verdict(self, row, base, paper):
-        return self.verdict_of(self.welch(row, base), (row, base), paper)
-
-    def verdict_of(self, w, rows, paper):
-        """stats.verdict on the interval w drawn from `rows`, marked "so far" while any of them has seeds
-        still to run (it can change)."""
-        if not w:
-            return "—"
-        return stats.verdict(w, paper) + (", so far" if any(self.partial(r) for r in rows) else "")
-
-    def interaction(self, row, base, row2, base2, paper):
-        """(row - base) - (row2 - base2), how much more a change moves one model than another, with its
-        Welch-Satterthwaite interval over the four rows' seeds: the Δ and verdict cells."""
-        terms = ((row, 1), (base, -1), (row2, -1), (base2, 1))
-        groups = [self.top1(r) for r, _ in terms]
-        w = stats.contrast(groups, [k for _, k in terms]) if all(groups) else None
-        return (stats.fmt_welch(w) if w else "—"), self.verdict_of(w, [r for r, _ in terms], paper)
-
-
-def divergence_verdict(t, row):
-    """Claim 4's "none" against the paper, which reports that it diverges: which seeds did (a record with
-    `diverged`), or that every seed trained; "so far" while seeds are still to run."""
-    recs = t.records[row]
-    if not recs:
-        return "—"
-    so_far = ", so far" if t.partial(row) else ""
-    bad = [str(r.get("seed", "?")) for r in recs if r.get("diverged")]
-    if bad:
-        return "as the paper: seed%s %s diverged (%d of %d)%s" % (
-            "s" * (len(bad) > 1), ", ".join(bad), len(bad), len(recs), so_far)
-    trained = sum(1 for r in recs if "top1" in r)
-    return "differs from the paper: %d of %d seed%s trained, none diverged%s" % (
-        trained, len(recs), "s" * (len(recs) != 1), so_far)
 
 
 def commands(t, out):
@@ -277,92 +223,6 @@ def tta_hosts_lines(t):
             " each sitting ran (their records list each sitting's CPU).\n"]
 
 
-def claim1_section(t, out):
-    """Claim 1 (final runs at the budget cap) and its PyTorch twin."""
-    out.append("## Claim 1: SimA matches the attention it replaces\n")
-    out.append("Top-1 (%) on the Fashion-MNIST test set after the last epoch, mean ± sample std over seeds."
-               " Δ is SimA minus the baseline with its 95 % Welch interval; the verdict compares the paper's Δ"
-               " with that interval.\n")
-    out.append("| model | baseline | baseline top-1 | SimA top-1 | Δ [95 % CI] | paper (ImageNet): baseline → SimA | verdict | wall per run |")
-    out.append("|---|---|---|---|---|---|---|---|")
-    for fam, base, sima in (("deit", "deit_softmax", "deit_sima"), ("xcit", "xcit_xca", "xcit_sima"),
-                            ("cvt", "cvt_softmax", "cvt_sima")):
-        name, battn, p0, p1 = PAPER[fam]
-        out.append("| %s | %s | %s | %s | %s | %s %.1f → %.1f (%s) | %s | %s / %s |" % (
-            fam, battn, t.cell(base), t.cell(sima), t.delta(sima, base), name, p0, p1, stats.signed(p1 - p0, 1),
-            t.verdict(sima, base, round(p1 - p0, 1)), t.walls(base), t.walls(sima)))
-    out.append("")
-
-    out.append("### The framework at convergence: the same CvT SimA trained by PyTorch\n")
-    out.append("`results/torch_twin.py` trains `configs/paper/cvt_sima.json` with Debian's PyTorch: the same model,"
-               " initial-weight distributions, batches, crops, optimizer and schedule (its header lists what differs)."
-               " Agreement means the difference lies inside its 95 % interval; time is per run at one thread.\n")
-    out.append("| trained by | top-1 | Δ PyTorch − sima.cpp [95 % CI] | wall per run | CPU ratio (PyTorch / sima.cpp) |")
-    out.append("|---|---|---|---|---|")
-    out.append("| sima.cpp | %s | | %s | |" % (t.cell("cvt_sima"), t.walls("cvt_sima")))
-    out.append("| PyTorch | %s | %s | %s | %s |" % (t.cell("torch_twin_cvt_sima"), t.delta("torch_twin_cvt_sima", "cvt_sima"),
-                                                  t.walls("torch_twin_cvt_sima"), t.cpu_ratio("torch_twin_cvt_sima", "cvt_sima")))
-    out.append("")
-
-
-def claims_2_to_5_section(t, out, runs):
-    """Claims 2 to 5 at the fixed budget (results/fixed.py), with time to accuracy."""
-    out.append("## Claims 2 to 5: at a fixed budget of %d epochs\n" % fixed.EPOCHS)
-    out.append("These rows train %d epochs on the validation split's 50 000 training images (results/fixed.py), each"
-               " compared with its own controls at the same budget; the test set is evaluated once, on the last"
-               " weights. A difference here is a difference at this budget, short of convergence (the DeiT sweep"
-               " gained %s points from 50 to 100 epochs): see the protocol.\n"
-               % (fixed.EPOCHS, report_protocol.sweep_gain(runs, "deit_sima", 100)))
-    out.append("## Claim 2: one head\n")
-    out.append("| attention | 4 heads | 1 head | Δ [95 % CI] | paper (DeiT-S, 6 → 1 head) | verdict |")
-    out.append("|---|---|---|---|---|---|")
-    out.append("| softmax | %s | %s | %s | 79.8 → 77.0 (−2.8) | %s |" % (
-        t.cell(E + "deit_softmax"), t.cell(E + "deit_softmax_1head"), t.delta(E + "deit_softmax_1head", E + "deit_softmax"),
-        t.verdict(E + "deit_softmax_1head", E + "deit_softmax", -2.8)))
-    out.append("| SimA | %s | %s | %s | 79.8 → 79.4 (−0.4) | %s |" % (
-        t.cell(E + "deit_sima"), t.cell(E + "deit_sima_1head"), t.delta(E + "deit_sima_1head", E + "deit_sima"),
-        t.verdict(E + "deit_sima_1head", E + "deit_sima", -0.4)))
-    out.append("| the claim: SimA's Δ − softmax's Δ | | | %s | +2.4 (−0.4 − (−2.8)) | %s |" % t.interaction(
-        E + "deit_sima_1head", E + "deit_sima", E + "deit_softmax_1head", E + "deit_softmax", 2.4))
-    out.append("")
-    out.append("The last row is what the paper claims, that one head costs softmax more than SimA: the difference"
-               " of the two Δ, with its Welch–Satterthwaite interval over the four rows' seeds (results/stats.py,"
-               " `contrast`).\n")
-
-    out.append("## Claim 3: ReLU instead of GELU in the MLP\n")
-    out.append("| model | GELU | ReLU | Δ [95 % CI] | paper (DeiT-S SimA) | verdict |")
-    out.append("|---|---|---|---|---|---|")
-    out.append("| DeiT SimA | %s | %s | %s | 79.8 → 79.6 (−0.2) | %s |" % (
-        t.cell(E + "deit_sima"), t.cell(E + "deit_sima_relu_mlp"), t.delta(E + "deit_sima_relu_mlp", E + "deit_sima"),
-        t.verdict(E + "deit_sima_relu_mlp", E + "deit_sima", -0.2)))
-    out.append("| DeiT softmax (control) | %s | %s | %s | not reported | %s |" % (
-        t.cell(E + "deit_softmax"), t.cell(E + "deit_softmax_relu_mlp"), t.delta(E + "deit_softmax_relu_mlp", E + "deit_softmax"),
-        t.verdict(E + "deit_softmax_relu_mlp", E + "deit_softmax", None)))
-    out.append("| SimA's Δ − softmax's Δ | | | %s | not reported | %s |" % t.interaction(
-        E + "deit_sima_relu_mlp", E + "deit_sima", E + "deit_softmax_relu_mlp", E + "deit_softmax", None))
-    out.append("")
-    out.append("The last row asks whether a ReLU MLP does anything for SimA that it does not do for softmax: the"
-               " difference of the two Δ, with its Welch–Satterthwaite interval over the four rows' seeds.\n")
-
-    out.append("## Claim 4: how Q and K are normalised (XCiT, as the paper)\n")
-    out.append("| normalisation | top-1 or outcome | Δ to ℓ1 [95 % CI] | paper (XCiT-S12/16 → SimA, ImageNet) | verdict |")
-    out.append("|---|---|---|---|---|")
-    l1, l2, none = E + "xcit_sima", E + "xcit_sima_l2", E + "xcit_sima_nonorm"
-    out.append("| ℓ1 (SimA) | %s | | trains (82.1) | |" % t.cell(l1))
-    out.append("| ℓ2 | %s | %s | −2.9 | %s |" % (t.cell(l2), t.delta(l2, l1), t.verdict(l2, l1, -2.9)))
-    out.append("| none | %s | %s | diverges (NaN loss) | %s |" % (t.cell(none), t.delta(none, l1), divergence_verdict(t, none)))
-    out.append("")
-
-    out.append("## Claim 5: the other softmax-free variants, same budget\n")
-    out.append("| attention (DeiT) | top-1 | Δ to SimA [95 % CI] | wall per run |")
-    out.append("|---|---|---|---|")
-    for row, what in CLAIM5:
-        d = "" if row == "deit_sima" else t.delta(E + row, E + "deit_sima")
-        out.append("| %s | %s | %s | %s |" % (what, t.cell(E + row), d, t.walls(E + row)))
-    out.append("")
-    tta_section(t, out)
-
-
 def frozen_cells(ev):
     """(k-NN k=10 / 20 / 100, linear probe) cells of a frozen-feature evaluation (results/frozen_eval.py)."""
     res = (ev or {}).get("result")
@@ -427,48 +287,6 @@ def dino_target_lines(t):
     return [line, ""]
 
 
-def budget_section(t, out, runs):
-    """The header: CPU spent so far, the projection of the rest, and what the whole table takes."""
-    total = sum(r["wall_s"] for row in t.rows for r in t.records[row])
-    cpu = sum(r.get("cpu_s", 0) for row in t.rows for r in t.records[row])
-    n = sum(len(t.records[row]) for row in t.rows)
-    sweeps = report_protocol.sweep_records(runs)
-    scpu = sum(r.get("cpu_s", 0) for r in sweeps)
-    out.append("Budget so far: %.1f CPU-hours (%d sweep runs %.1f, %d final runs and speed rows %.1f), against the"
-               " study's limit of 40 CPU-hours on this 2-core machine.\n" % ((cpu + scpu) / 3600, len(sweeps),
-                                                                         scpu / 3600, n, cpu / 3600))
-    pcpu, counted, left = report_protocol.projected_cpu(runs, t.rows)
-    if counted:
-        out.append("Projected CPU of the training, DINO and time-to-accuracy rows (%d rows, every seed; the sweeps' CPU"
-                   " per epoch times each row's planned epochs: its sweep's choice or the budget cap for claim 1 and"
-                   " DINO, the fixed budget for claims 2 to 5; see the protocol): %.1f CPU-hours%s. Not projected: %s.\n"
-                   % (len(counted), pcpu / 3600, ", over the 40 this study allows" if pcpu > 40 * 3600 else "",
-                      ", ".join(left)))
-    out.append("%d runs recorded: %.1f hours of wall time and %.1f CPU-hours in all (training runs went one or two at a"
-               " time, one thread each, and each record keeps the load average when it started; the speed rows"
-               " alone at two threads).\n" % (n, total / 3600, cpu / 3600))
-    # The night's length: `run --jobs 2` keeps two single-threaded runs going on the two cores, then times
-    # the speed rows alone. An estimate from the recorded times, not a measured whole run.
-    single = sum(r["wall_s"] + r.get("eval", {}).get("wall_s", 0)
-                 for row in t.rows if t.rows[row][2] not in ("bench", "tta") for r in t.records[row])
-    bench = sum(r["wall_s"] for row in t.rows if t.rows[row][2] in ("bench", "tta") for r in t.records[row])
-    missing = sum(t.rows[row][3] - len(t.records[row]) for row in t.rows)
-    if missing:  # the recorded times are a part: the projection says more about the whole
-        out.append("After `./setup.sh`, the whole table from scratch (`python3 results/reproduce.py sweep`, then `run --jobs 2`,"
-                   " `heatmaps` and `report`) cannot yet be timed from the records: %d of its runs are still to make."
-                   " The projection above, run two at a time, is about %.0f hours of wall time on a 2-core machine,"
-                   " before the sweeps, the PyTorch twin and the speed rows.\n" % (missing, pcpu / 2 / 3600))
-    else:
-        out.append("After `./setup.sh`, the whole table from scratch (`python3 results/reproduce.py run --jobs 2`, then"
-                   " `heatmaps` and `report`) takes about %.1f hours on a 2-core machine: the %.1f hours of"
-                   " single-threaded training and DINO evaluation two at a time, then %d min of speed and"
-                   " time-to-accuracy rows alone"
-                   " (an estimate from the recorded times; the runs were made over several sittings, on 2-core hosts"
-                   " whose speed differed between sittings, as the discussion says).\n"
-                   % ((single / 2 + bench) / 3600, single / 3600, round(bench / 60)))
-    return n
-
-
 def write(root, rows, load, path="", heatmaps=(), runs=""):
     t = Table(root, rows, load)
     out = ["# SimA's claims at Fashion-MNIST scale\n",
@@ -476,14 +294,15 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
            " `python3 results/reproduce.py run` makes the missing ones (see the script's header)."
            " Do not edit by hand: the discussion comes from `results/discussion.md`.\n"]
     runs = runs or os.path.join(root, "results", "runs")
-    n = budget_section(t, out, runs)
+    n = report_budget.budget_section(t, out, runs)
 
     report_protocol.protocol_section(out)
     report_protocol.sweep_section(runs, out)
     report_protocol.widths_section(runs, out)
 
-    claim1_section(t, out)
-    claims_2_to_5_section(t, out, runs)
+    report_claims.claim1_section(t, out)
+    report_claims.claims_2_to_5_section(t, out, runs, report_protocol.sweep_gain(runs, "deit_sima", 100))
+    tta_section(t, out)
     claim6_section(t, out)
     report_dino.dino_recipe_section(runs, out)
 

@@ -10,6 +10,7 @@ import frozen_eval
 import stats
 import sweep
 import tta
+import verdicts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -56,8 +57,12 @@ def protocol_section(out):
         " (`results/fixed.py`, rows `%s<row>`), each against its own controls at that budget (softmax and SimA"
         " DeiT, SimA XCiT): at the cap they would cost about twice as much again. They train on the split's %d"
         " images and evaluate the held-out ones after every epoch, which gives the time-to-accuracy table its"
-        " curves, then the test set once on the last weights. Nothing is chosen from those curves."
-        % (fixed.EPOCHS, fixed.PREFIX, 60000 - sweep.VALIDATION))
+        " curves, then the test set once on the last weights (with each image's correctness, `sima-eval"
+        " --per-image`). Nothing is chosen from those curves. Claims 2 and 3, disputed at that budget, are"
+        " measured again the same way at DeiT's converged count, %d epochs (the cap of claim 1's sweep; rows"
+        " `%s<row>`, their reference rows included, 3 seeds each); a verdict at %d epochs says so."
+        % (fixed.EPOCHS, fixed.PREFIX, 60000 - sweep.VALIDATION, fixed.CONVERGED_EPOCHS, fixed.CONVERGED_PREFIX,
+           fixed.EPOCHS))
     out.append(
         "- A run longer than a sitting is stopped by sending SIGTERM to its launcher (`reproduce.py run` or"
         " `sweep`), which passes it to the trainers (each saves its train state mid-epoch), records their"
@@ -69,10 +74,14 @@ def protocol_section(out):
         "- The other settings are each config's in `configs/paper/` as they stand; they were not swept, which"
         " the discussion takes into account.")
     out.append(
-        "- Statistics: mean ± sample standard deviation over seeds; each difference with its 95 % Welch"
-        " confidence interval (unequal variances, Welch–Satterthwaite degrees of freedom, `results/stats.py`)."
-        " A paper figure is *consistent* when it lies inside that interval; with 2–3 seeds the intervals are"
-        " wide, and a claim is called inconclusive when its interval holds both 0 and the paper's figure.\n")
+        "- Statistics (`results/verdicts.py`): mean ± sample standard deviation over seeds; each effect with"
+        " an interval that includes the test set's noise, a paired bootstrap over test images and seeds where"
+        " every run recorded its per-image correctness, else each row's seed variance plus its binomial"
+        " test-set variance (unpaired, conservative; Welch–Satterthwaite degrees of freedom, flagged below 2);"
+        " Holm's correction within each claim's table. The verdict comes from that interval alone: same or"
+        " opposite direction to the paper, an effect where the paper reports none, no effect (two one-sided"
+        " tests within ±%.1f points), or inconclusive. The paper's ImageNet figures stand beside it, in points"
+        " and as a change of error rate, and enter no verdict.\n" % verdicts.MARGIN)
 
 
 def sweep_records(runs):
@@ -269,7 +278,7 @@ def projected_cpu(runs, rows):
     architecture's latest sweep point: its CPU per epoch times the row's epochs and seeds. A final row
     (claim 1, DINO) trains the planned epochs (planned_epochs) on 60 000 images, so its CPU per epoch is
     scaled up from the sweep's 50 000; a fixed-budget row (results/fixed.py) trains fixed.EPOCHS on the
-    sweep's own 50 000, and a time-to-accuracy timing row tta.TIMING_EPOCHS there in each of its rounds
+    sweep's own 50 000 (fixed.epochs_of: 50, or 100 for an e100_ row), and a time-to-accuracy timing row tta.TIMING_EPOCHS there in each of its rounds
     (its "seeds") at two threads (which costs some CPU more than one thread: not counted). A row other than the sweep's own is scaled by
     its pre-protocol CPU relative to the sweep row's. DINO counts its pretraining only (not its k-NN and
     probe). Rows of another kind (the PyTorch twin, speed) are left out."""
@@ -281,7 +290,7 @@ def projected_cpu(runs, rows):
         if kind not in ("train", "fixed", "tta", "dino") or latest is None:
             left.append(row)
             continue
-        epochs = {"fixed": fixed.EPOCHS, "tta": tta.TIMING_EPOCHS}.get(kind) or planned_epochs(runs, srow)
+        epochs = {"fixed": fixed.epochs_of(row), "tta": tta.TIMING_EPOCHS}.get(kind) or planned_epochs(runs, srow)
         per_epoch = cpu_per_epoch(latest[1]) * (60000 / (60000 - sweep.VALIDATION) if kind in ("train", "dino") else 1.0)
         a, b = pre_protocol_cpu(runs, base), pre_protocol_cpu(runs, srow)
         scale = a / b if a and b else 1.0

@@ -4,7 +4,7 @@ docs/RESULTS.md from what the runs recorded, under the protocol at the top of th
 
     python3 results/reproduce.py list                 # rows, seeds, which runs are recorded
     python3 results/reproduce.py sweep [--rows A,B] [--jobs 2]   # epoch sweeps, validation split
-    python3 results/reproduce.py run [--rows A,B] [--seeds 0,1] [--jobs 2] [--threads 1]
+    python3 results/reproduce.py run [--rows A,B] [--seeds 0,1] [--by-seed] [--jobs 2] [--threads 1]
     python3 results/reproduce.py heatmaps             # saliency panels from seed 0's finished runs
     python3 results/reproduce.py park [NAME ...]      # cut-off runs' train states into results/runs/parked/
     python3 results/reproduce.py report               # docs/RESULTS.md (and docs/results/speed.md) from results/runs/
@@ -18,7 +18,8 @@ of its teacher's frozen features on the held-out images. The test set is never r
 with build/bin/sima-train on all 60 000 training images (configs/paper/<row>.json, --set train.seed=S,
 the epoch count its architecture's sweep chose or its budget cap, sweep.BUDGET_CAP), the test set
 evaluated once after the last epoch. The rows of claims 2 to 5, e50_<row> (results/fixed.py), train
-a fixed budget of 50 epochs on the validation split, evaluated every epoch, then the test set once.
+a fixed budget of 50 epochs on the validation split, evaluated every epoch, then the test set once
+(with each image's correctness); claims 2 and 3 again at DeiT's converged count, rows e100_<row>.
 `run` also evaluates DINO rows with sima-eval (k-NN and linear probe), runs the speed rows with
 sima-bench and the time-to-accuracy timing rows (results/tta.py: each DeiT attention at two threads,
 alone), and writes one JSON record per run to results/runs/<row>/s<seed>.json (command, wall and CPU
@@ -74,7 +75,7 @@ ROWS = [
     ("deit_softmax", [1], "train", 3),
     ("deit_sima", [1], "train", 3),
     ("torch_twin_cvt_sima", [1], "torch", 3),  # cvt_sima trained by PyTorch (results/torch_twin.py)
-] + [(fixed.PREFIX + r, claims, "fixed", seeds) for r, claims, seeds in fixed.ROWS] + [  # claims 2-5: fixed budget
+] + [(r, claims, "fixed", seeds) for r, claims, seeds in fixed.all_rows()] + [  # claims 2-5: fixed budgets
     ("dino_xcit_xca", [6], "dino", 1),
     ("dino_xcit_sima", [6], "dino", 1),
     ("bench_table3", [7], "bench", 1),  # Table 3, D read as the token width (the paper's section 2.1)
@@ -100,10 +101,11 @@ FOREGROUND = 0.1  # grey level above which a pixel is the object (Fashion-MNIST'
 
 def config_path(row):
     """configs/paper/<config>.json of a row: its own name, less the prefix of a twin (torch_twin_),
-    fixed-budget (e50_) or timing (tta_) row."""
-    for prefix in ("torch_twin_", fixed.PREFIX, tta.PREFIX):
+    fixed-budget (e50_, e100_) or timing (tta_) row."""
+    for prefix in ("torch_twin_", tta.PREFIX):
         if row.startswith(prefix):
             row = row[len(prefix):]
+    row = fixed.base_row(row)
     return os.path.join(ROOT, "configs", "paper", row + ".json")
 
 
@@ -300,6 +302,8 @@ def plan_run(args):
         print("reproduce.py: skipping %s: %s" % (r, why.replace("reproduce.py: ", "", 1)), flush=True)
     todo = [(r, s) for r in rows if r not in refused for s in range(ROW[r][3])
             if load_record(r, s) is None and (seeds is None or s in seeds)]
+    if getattr(args, "by_seed", False):  # every row's seed 0 first (in the order given), then every row's seed 1, ...
+        todo.sort(key=lambda t: t[1])
     alone = ("bench", "tta")  # timed with the whole machine, one at a time, after the rest
     done = sum(load_record(r, s) is not None for r in rows for s in range(ROW[r][3]))
     print("reproduce.py: %d runs to do (%d recorded already)" % (len(todo), done), flush=True)
@@ -519,6 +523,8 @@ if __name__ == "__main__":
     pr = sub.add_parser("run")
     pr.add_argument("--rows", default="", help="comma-separated rows (default: all)")
     pr.add_argument("--seeds", default="", help="comma-separated seeds (default: each row's all; two launchers can split a row)")
+    pr.add_argument("--by-seed", action="store_true",
+                    help="every row's seed 0 first, then every row's seed 1, ... (default: a row's seeds together)")
     pr.add_argument("--jobs", type=int, default=2, help="runs at a time")
     pr.add_argument("--threads", type=int, default=1, help="OpenMP threads per run")
     pr.add_argument("--smoke", default="", metavar="DIR",

@@ -2,6 +2,7 @@
 its CPU time measured, the command line a user would paste, the trainer's per-epoch records, and
 records written atomically."""
 import contextlib
+import datetime
 import fcntl
 import json
 import os
@@ -164,7 +165,7 @@ def other_trainers():
 def run_sitting(argv, env, out, resume):
     """One sitting of a training run in folder `out`: runs argv (its log out.log, or out.resume.log),
     and appends the sitting to out.spent.json, which a fresh start resets: [{"wall_s", "cpu_s",
-    "resumed", "load_before", "epochs_run", "cpu"}...], so a run's CPU adds up over the sittings that
+    "resumed", "load_before", "epochs_run", "cpu", "date" (its end, UTC)}...], so a run's CPU adds up over the sittings that
     ran it (`park` carries the file; stop the launcher with SIGTERM, not SIGKILL, or the sitting is lost).
     Returns (exit code, last output line, the sittings so far)."""
     spent_path = out + ".spent.json"
@@ -174,7 +175,8 @@ def run_sitting(argv, env, out, resume):
     code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"), trainer=True)
     spent = json.load(open(spent_path)) if os.path.exists(spent_path) else []
     spent.append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "resumed": resume, "load_before": load_before,
-                  "epochs_run": len(epoch_records(out)) - epochs_before, "cpu": cpu_info()["model"]})
+                  "epochs_run": len(epoch_records(out)) - epochs_before, "cpu": cpu_info()["model"],
+                  "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")})
     write_json(spent_path, spent)
     return code, last, spent
 

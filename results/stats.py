@@ -1,5 +1,6 @@
-"""The statistics of docs/RESULTS.md: a difference of two means with Welch's 95 % confidence
-interval (unequal variances, Welch–Satterthwaite degrees of freedom), and the verdict it allows.
+"""The statistics of docs/RESULTS.md: Student's t, and a contrast of means with its Welch
+confidence interval (unequal variances, Welch–Satterthwaite degrees of freedom) over seeds only.
+The verdicts, with intervals that include the test set, are results/verdicts.py's.
 
 Student's t quantile from its CDF, F(t) = 1 - I_x(df/2, 1/2) / 2 for t > 0 with x = df / (df + t^2),
 I the regularised incomplete beta function (its continued fraction, Abramowitz & Stegun 26.5.8),
@@ -83,21 +84,6 @@ def welch(a, b, level=0.95):
 def signed(x, digits=2):
     """x with its sign always shown, negative with the typographic minus U+2212 as in the prose ("−0.12")."""
     return ("%+.*f" % (digits, x)).replace("-", "\u2212")
-
-
-def verdict(w, paper):
-    """What the interval allows us to say about the paper's difference `paper` (None: not reported)."""
-    if w["lo"] is None:
-        return "no interval (n = %s)" % (" and " if len(w["ns"]) == 2 else ", ").join(str(n) for n in w["ns"])
-    zero = "excludes 0" if w["lo"] > 0 or w["hi"] < 0 else "includes 0"
-    if paper is None:
-        return "interval %s" % zero
-    if w["lo"] <= paper <= w["hi"]:
-        if paper != 0 and zero == "includes 0":
-            return "inconclusive at n = %s (holds both 0 and the paper's %s)" % (
-                ", ".join(str(n) for n in w["ns"]), signed(paper, 1))
-        return "consistent with the paper (%s inside; interval %s)" % (signed(paper, 1), zero)
-    return "differs from the paper (%s outside)" % signed(paper, 1)
 
 
 def fmt_welch(w):

@@ -49,6 +49,11 @@ grep -q '"exit_code": 0' "$fx" || fail "the fixed-budget run failed"
 grep -q '"val_top1"' "$fx" || fail "the fixed-budget run has no validation curve"
 grep -q '"test_top1"' "$fx" && fail "the fixed-budget run's trainer read the test set"
 grep -q '"top1"' "$fx" || fail "the fixed-budget run has no test top-1 from sima-eval"
+$py -c 'import json, sys; r = json.load(open(sys.argv[1])); n = r["eval"]["count"]; h = r["correct_hex"]
+assert len(h) == (n + 3) // 4, (len(h), n)
+right = sum(bin(int(c, 16)).count("1") for c in h)
+assert abs(100.0 * right / n - r["top1"]) < 1e-6, (right, n, r["top1"])' "$fx" \
+  || fail "the fixed-budget record has no per-image correctness (correct_hex) matching its top-1"
 grep -q '"split": "validation"' "$fx" || fail "the fixed-budget run did not train on the validation split"
 [ -f "$dir/png/e50_deit_sima.png" ] || fail "the fixed-budget run's seed-0 curves were not kept"
 $py -c "$baselines_ok" "$dir/records/dino_xcit_sima/s0.json" \
@@ -98,7 +103,8 @@ grep -q "deit_sima 1 epochs: interrupted" "$dir/cut.txt" || fail "the cut-off sw
 $py "$root/results/reproduce.py" park --smoke "$dir" sweep_no_such_run | grep -q "parked 0 " || fail "park parked a run it was not given"
 $py "$root/results/reproduce.py" park --smoke "$dir"
 parked=$dir/records/parked/sweep_deit_sima_e1
-for f in train_state.safetensors config.json metrics.jsonl spent.json; do
+# (states and weights parked gzip-compressed: results/parked.py)
+for f in train_state.safetensors.gz config.json metrics.jsonl spent.json; do
   [ -f "$parked/$f" ] || fail "park did not keep $f"
 done
 [ -e "$dir/records/parked/sweep_cvt_sima_e2" ] && fail "park kept a finished run"

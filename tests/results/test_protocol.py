@@ -107,6 +107,15 @@ with tempfile.TemporaryDirectory() as d:
         if kind in ("train", "torch"):
             check(sweep.sweep_row_of(row) in sweep.SWEEPS, "%s has no sweep" % row)
 
+# The fixed budgets (results/fixed.py): a row's prefix names its epochs and its config.
+import fixed  # noqa: E402
+check(fixed.epochs_of("e100_deit_sima_1head") == 100 and fixed.base_row("e100_deit_sima_1head") == "deit_sima_1head"
+      and fixed.epochs_of("e50_deit_sima") == 50 and fixed.epochs_of("deit_sima") is None
+      and fixed.base_row("deit_sima") == "deit_sima", "fixed budgets' prefixes")
+check(fixed.CONVERGED_EPOCHS == sweep.BUDGET_CAP["deit_sima"], "claims 2 and 3 at DeiT's cap")
+e100 = [r for r, _, kind, seeds in reproduce.ROWS if r.startswith("e100_") and kind == "fixed" and seeds >= 3]
+check(len(e100) == 6 and all(os.path.exists(reproduce.config_path(r)) for r in e100), "e100 rows: %r" % e100)
+
 # The projected CPU of the final rows: the sweep's CPU per epoch scaled to 60 000 images, times its
 # epochs (a lower bound before convergence) and the seeds; other rows scaled by their pre-protocol CPU.
 import report_protocol  # noqa: E402
@@ -122,13 +131,16 @@ with tempfile.TemporaryDirectory() as d:
     rows = {"cvt_sima": ("cvt_sima", [1], "train", 3), "cvt_softmax": ("cvt_softmax", [1], "train", 3),
             "dino_xcit_sima": ("dino_xcit_sima", [6], "dino", 1), "deit_sima": ("deit_sima", [1], "train", 3),
             "tta_cvt_softmax": ("tta_cvt_softmax", ["tta"], "tta", 1),
-            "e50_cvt_softmax": ("e50_cvt_softmax", [2], "fixed", 2)}
+            "e50_cvt_softmax": ("e50_cvt_softmax", [2], "fixed", 2),
+            "e100_cvt_softmax": ("e100_cvt_softmax", [2], "fixed", 1)}
     total, counted, left = report_protocol.projected_cpu(d, rows)
     # Final rows: 60 000 images (x1.2) for the budget cap's epochs (100; DINO 20) while no sweep has
     # chosen; a fixed-budget row: 50 000 images (not scaled), fixed.EPOCHS, its base row's pre-protocol
-    # ratio (2), two seeds; a time-to-accuracy timing row: tta.TIMING_EPOCHS epochs on 50 000, one run.
+    # ratio (2), two seeds (an e100_ row: 100 epochs, one seed); a time-to-accuracy timing row:
+    # tta.TIMING_EPOCHS epochs on 50 000, one run.
     import fixed, tta  # noqa: E401,E402
-    want = 120 * 100 * 3 + 240 * 100 * 3 + 96 * 20 + 200 * fixed.EPOCHS * 2 + 200 * tta.TIMING_EPOCHS
+    want = (120 * 100 * 3 + 240 * 100 * 3 + 96 * 20 + 200 * fixed.EPOCHS * 2 + 200 * 100 * 1
+            + 200 * tta.TIMING_EPOCHS)
     check(abs(total - want) < 1e-6, "projected CPU %r, want %r" % (total, want))
     # A killed first sitting left no CPU; the sitting that finished ran 10 epochs for 1500 s: 150 s each.
     rec["sittings"] = [{"cpu_s": 2500.0, "resumed": True, "epochs_run": 10}]
@@ -138,7 +150,8 @@ with tempfile.TemporaryDirectory() as d:
     # The trainer's own per-epoch CPU, where the epochs carry it, comes first.
     rec["epochs"][3]["epoch_cpu_seconds"], rec["epochs"][4]["epoch_cpu_seconds"] = 90.0, 110.0
     check(report_protocol.cpu_per_epoch(rec) == 100.0, "CPU per epoch from the epochs' own figures")
-    check(counted == ["cvt_sima", "cvt_softmax", "dino_xcit_sima", "tta_cvt_softmax", "e50_cvt_softmax"]
+    check(counted == ["cvt_sima", "cvt_softmax", "dino_xcit_sima", "tta_cvt_softmax", "e50_cvt_softmax",
+                      "e100_cvt_softmax"]
           and left == ["deit_sima"],
           "%r %r" % (counted, left))
 
@@ -336,6 +349,34 @@ with tempfile.TemporaryDirectory() as d:
         f.write(json.dumps({"kind": "epoch", "epoch": 100}) + "\n")
     check(parked.finished(out), "a twin run with its last epoch is finished")
 
+# Parked states and weights are gzip-compressed and unparked to the same bytes; a folder parked
+# before compression (plain files) still unparks.
+with tempfile.TemporaryDirectory() as d:
+    out = os.path.join(d, "runs", "e100_deit_sima_s0")
+    run_folder(out, {"train": {"epochs": 100}}, None)
+    state = bytes(range(256)) * 4000 + b"\0" * 500000  # compressible, like a state's zeros
+    for f in ("train_state.safetensors", "best.safetensors"):
+        with open(os.path.join(out, f), "wb") as fh:
+            fh.write(state)
+    check(parked.park(d, os.path.join(d, "runs")) == ["e100_deit_sima_s0"], "parked")
+    pd = parked.parked_dir(d, out)
+    check(sorted(os.listdir(pd)) == ["best.safetensors.gz", "config.json", "train_state.safetensors.gz"],
+          "parked files: %r" % sorted(os.listdir(pd)))
+    check(os.path.getsize(os.path.join(pd, "train_state.safetensors.gz")) < len(state) // 4, "not compressed")
+    shutil.rmtree(out)
+    check(parked.start_or_resume(d, out, 100), "compressed park: resumes")
+    for f in ("train_state.safetensors", "best.safetensors"):
+        with open(os.path.join(out, f), "rb") as fh:
+            check(fh.read() == state, "%s unparked to other bytes" % f)
+    old = os.path.join(d, "runs", "e100_deit_sima_s1")
+    os.makedirs(os.path.join(d, "parked", "e100_deit_sima_s1"))
+    run_folder(os.path.join(d, "parked", "e100_deit_sima_s1"), {"train": {"epochs": 100}}, None)
+    with open(os.path.join(d, "parked", "e100_deit_sima_s1", "train_state.safetensors"), "wb") as fh:
+        fh.write(state)
+    check(parked.start_or_resume(d, old, 100), "a plain parked state resumes")
+    with open(os.path.join(old, "train_state.safetensors"), "rb") as fh:
+        check(fh.read() == state, "a plain parked state unparked to other bytes")
+
 # A launcher stopped with SIGTERM, or with Ctrl-C (SIGINT to its whole process group, as a terminal
 # sends it), passes SIGTERM to its trainer, records the sitting's CPU (the trainer saves its state and
 # exits 130) and starts no other row; the next seed never begins. The trainer runs in its own session:
@@ -414,49 +455,61 @@ check(cell_of(dict(nan, seed=0), nan) == "seed 0 diverged, seed 1 diverged (2 of
 check(cell_of(ok, dict(ok, seed=1, top1=91.0)) == "90.50 ± 0.71" and cell_of(ok) == "90.00 (1 of 2 seeds)",
       "finished: %s / %s" % (cell_of(ok, dict(ok, seed=1, top1=91.0)), cell_of(ok)))
 
-# Claim 4's "none" against the paper's divergence: the seeds that diverged, or that every seed trained;
-# "so far" while seeds are still to run.
+# Claim 4's "none" against the paper's divergence: the seeds that diverged, or that every seed trained
+# (not reproduced, at the fixed budget); "so far" while seeds are still to run.
+import report_claims  # noqa: E402
+import verdicts  # noqa: E402
 def divergence_of(*recs, want=2):
     t = report.Table("", [("r", "", "fixed", want)], lambda row, seed: recs[seed] if seed < len(recs) else None)
-    return report.divergence_verdict(t, "r")
+    return report_claims.divergence_verdict(t, "r")
 check(divergence_of() == "—", "no record: " + divergence_of())
 check(divergence_of(ok, nan) == "as the paper: seed 1 diverged (1 of 2)", "one diverged: " + divergence_of(ok, nan))
 check(divergence_of(dict(nan, seed=0), nan) == "as the paper: seeds 0, 1 diverged (2 of 2)",
       "both diverged: " + divergence_of(dict(nan, seed=0), nan))
-check(divergence_of(ok, dict(ok, seed=1)) == "differs from the paper: 2 of 2 seeds trained, none diverged",
+check(divergence_of(ok, dict(ok, seed=1)) == "not reproduced at 50 epochs: 2 of 2 seeds trained, none diverged",
       "both trained: " + divergence_of(ok, dict(ok, seed=1)))
-check(divergence_of(ok) == "differs from the paper: 1 of 1 seed trained, none diverged, so far",
+check(divergence_of(ok) == "not reproduced at 50 epochs: 1 of 1 seed trained, none diverged, so far",
       "one of two trained: " + divergence_of(ok))
 failed = {"seed": 1, "exit_code": 1, "error": "test evaluation failed: no such file"}  # failed, not diverged
-check(divergence_of(ok, failed) == "differs from the paper: 1 of 2 seeds trained, none diverged",
+check(divergence_of(ok, failed) == "not reproduced at 50 epochs: 1 of 2 seeds trained, none diverged",
       "one failed: " + divergence_of(ok, failed))
 
-# A verdict drawn while a row has seeds still to run says so; with every seed in, it does not.
-def verdict_of(a, b, want=3):
+# A verdict drawn while a row has seeds still to run says so; with every seed in, it does not; a
+# fixed-budget verdict short of convergence names its budget.
+def verdict_of(a, b, want=3, budget=None):
     recs = {"a": a, "b": b}
     t = report.Table("", [("a", "", "fixed", want), ("b", "", "fixed", 3)],
                      lambda row, seed: recs[row][seed] if seed < len(recs[row]) else None)
-    return t.verdict("a", "b", -2.8)
+    j = report_claims.judge_family(t, [([("a", 1), ("b", -1)], -2.8)])[0]
+    return report_claims.verdict_cell(t, j, ("a", "b"), budget)
 three = [dict(ok, seed=s, top1=90.0 + 0.1 * s) for s in range(3)]
 low = [dict(ok, seed=s, top1=89.0 + 0.2 * s) for s in range(3)]
-check(verdict_of(low[:2], three).endswith("outside), so far"), "partial row: " + verdict_of(low[:2], three))
-check(verdict_of(low, three).endswith("outside)"), "complete rows: " + verdict_of(low, three))
-check(verdict_of(low[:2], three, want=2).endswith("outside)"), "a 2-seed row complete: " + verdict_of(low[:2], three, want=2))
+check(verdict_of(low[:2], three)[0].endswith(", so far"), "partial row: %r" % (verdict_of(low[:2], three),))
+check(not verdict_of(low, three)[0].endswith("so far"), "complete rows: %r" % (verdict_of(low, three),))
+check(not verdict_of(low[:2], three, want=2)[0].endswith("so far"), "a 2-seed row complete")
+check(verdict_of(low, three, budget=50)[0].endswith(" at 50 epochs") and
+      not verdict_of(low, three, budget=100)[0].endswith("epochs"), "budget in the verdict")
+check(verdict_of(low, three)[1] == "seeds + test set, analytic (unpaired)", "no per-image data: analytic")
+# with per-image records on every run, the paired bootstrap
+bits = lambda top1: {"correct_hex": "f" * int(top1 * 25) + "0" * (2500 - int(top1 * 25)), "eval": {"count": 10000}}  # noqa: E731
+lowb = [dict(r, **bits(r["top1"])) for r in low]
+threeb = [dict(r, **bits(r["top1"])) for r in three]
+check(verdict_of(lowb, threeb)[1] == "paired bootstrap (images, seeds)", "per-image data: %r" % (verdict_of(lowb, threeb),))
+check(verdict_of(lowb, three)[1] == "seeds + test set, analytic (unpaired)", "one side without per-image data")
 
-# The interaction cell (claims 2 and 3): (a - b) - (c - d) over the four rows, "so far" while one is partial.
+# The interaction (claims 2 and 3): (a - b) - (c - d) over the four rows, the analytic form's d.
 def interaction_of(a, b, c, d, want=3):
     recs = {"a": a, "b": b, "c": c, "d": d}
     t = report.Table("", [(r, "", "fixed", want if r == "a" else 3) for r in "abcd"],
                      lambda row, seed: recs[row][seed] if seed < len(recs[row]) else None)
-    return t.interaction("a", "b", "c", "d", 2.4)
-same = interaction_of(low, three, three, low)  # (low - three) - (three - low) = 2 (low - three)
+    return report_claims.judge_family(t, [([("a", 1), ("b", -1), ("c", -1), ("d", 1)], 2.4)])[0]
 top = [[r["top1"] for r in g] for g in (low, three, three, low)]
-w4 = stats.contrast(top, [1, -1, -1, 1])
-check(abs(w4["d"] - 2 * (statistics.mean(top[0]) - statistics.mean(top[1]))) < 1e-9, "interaction d: %r" % w4)
-check(same == (stats.fmt_welch(w4), stats.verdict(w4, 2.4)) and same[1].startswith("differs from the paper"),
-      "interaction: %r" % (same,))
-check(interaction_of(low[:2], three, low, three, want=3)[1].endswith("outside), so far"), "interaction, partial row")
-check(interaction_of([], three, low, three) == ("—", "—"), "interaction with a row not run")
+j4 = interaction_of(low, three, three, low)
+e4 = verdicts.analytic(top, [1, -1, -1, 1])
+check(abs(j4["d"] - 2 * (statistics.mean(top[0]) - statistics.mean(top[1]))) < 1e-9 and j4["form"] == "analytic",
+      "interaction d: %r" % j4)
+check((j4["lo"], j4["hi"]) == verdicts.interval(e4, 0.95), "interaction interval: %r" % j4)
+check(interaction_of([], three, low, three) is None, "interaction with a row not run")
 
 # Claim 6 against the study's targets: each finished DINO row's 20-NN against the raw pixels' from its own
 # record, its linear probe against 88, then SimA − XCA without an interval.
@@ -479,6 +532,41 @@ check("XCA: 20-NN 80.00, not above the raw pixels' 85.70: missed; linear probe 7
       and "SimA − XCA: 20-NN +6.00, linear probe +9.50 (one seed each" in both, "claim 6, both: " + both)
 one = dino_lines(xca, dict(sima, exit_code=1, error="x"))
 check("XCA: 20-NN 80.00" in one and "SimA" not in one, "claim 6, SimA failed: " + one)
+
+# The CPU ledger of the header (results/report_budget.py): every record counts once, by where it lies;
+# this round's CPU from dated sittings, else from a record dated in the round; undated parked sittings
+# predate the round.
+import report_budget  # noqa: E402
+with tempfile.TemporaryDirectory() as d:
+    w = lambda rel, obj: reproduce.write_json(os.path.join(d, rel), obj)  # noqa: E731
+    w("deit_sima/s0.json", {"cpu_s": 100.0, "date": "2026-11-29 10:00 UTC"})
+    w("e100_deit_sima/s0.json", {"cpu_s": 300.0, "date": "2026-12-02 10:00 UTC",
+                                 "sittings": [{"cpu_s": 200.0, "date": "2026-12-02 03:00 UTC"},
+                                              {"cpu_s": 100.0, "date": "2026-11-30 03:00 UTC"}]})
+    w("dino_x/s0.json", {"cpu_s": 50.0, "date": "2026-12-01 01:00 UTC", "sittings": [{"cpu_s": 50.0}]})
+    w("sweeps/deit_sima_e25.json", {"cpu_s": 10.0, "date": "2026-11-20 00:00 UTC"})
+    w("sweeps/widths/deit_sima_w96_e25.json", {"cpu_s": 20.0})
+    w("pre_protocol/cvt_sima/s0.json", {"cpu_s": 40.0})
+    w("parked/e100_deit_softmax_s0/spent.json", [{"cpu_s": 7.0, "date": "2026-12-02 04:00 UTC"}, {"cpu_s": 5.0}])
+    w("parked/e100_deit_softmax_s0/other.json", {"cpu_s": 1000.0})
+    w("deit_sima/heatmap.json", {"trained": {}})
+    led = report_budget.ledger(d)
+    check(led == {"rows": [3, 450.0, 250.0], "sweeps": [1, 10.0, 0.0], "widths": [1, 20.0, 0.0],
+                  "pre_protocol": [1, 40.0, 0.0], "parked": [1, 12.0, 7.0]}, "ledger: %r" % led)
+
+# A parked run of a claim table is named under it with the epochs its parked metrics log.
+with tempfile.TemporaryDirectory() as d:
+    os.makedirs(os.path.join(d, "parked", "e100_deit_sima_s0"))
+    with open(os.path.join(d, "parked", "e100_deit_sima_s0", "metrics.jsonl"), "w") as f:
+        for e in (1, 2, 3):
+            f.write(json.dumps({"kind": "step", "epoch": e - 0.5}) + "\n" + json.dumps({"kind": "epoch", "epoch": e}) + "\n")
+    out = []
+    report_claims.under_way(d, ["e100_deit_sima", "e100_deit_sima_1head"], out)
+    check(out == ["Under way (parked between sittings, `results/runs/parked/`): e100_deit_sima seed 0, 3 of 100 epochs.\n"],
+          "under way: %r" % out)
+    out = []
+    report_claims.under_way(d, ["e50_deit_sima"], out)
+    check(out == [], "under way, other rows: %r" % out)
 
 for stop_signal in (signal.SIGTERM, signal.SIGINT):
     with tempfile.TemporaryDirectory() as d:

@@ -68,8 +68,12 @@ void count_batch(EvalResult& r, const Tensor& logits, const Batch& batch, int64_
     const float* row = logits.data() + i * C;
     const int64_t y = batch.labels[size_t(i)];
     correct_k += rank_of(row, C, y) < k;
+    const int64_t top = argmax_row(row, C);
     r.per_class_count[size_t(y)] += 1;
-    r.confusion[size_t(y)][size_t(argmax_row(row, C))] += 1;  // top-1 hits: its diagonal
+    r.confusion[size_t(y)][size_t(top)] += 1;  // top-1 hits: its diagonal
+    const size_t at = size_t(batch.indices[size_t(i)]);  // the image's index in the evaluated dataset
+    r.predicted.at(at) = static_cast<int32_t>(top);
+    r.labels.at(at) = static_cast<int32_t>(y);
   }
   r.count += B;
 }
@@ -112,6 +116,8 @@ EvalResult evaluate(Model& model, std::shared_ptr<const Dataset> dataset, const 
   EvalResult r;
   r.per_class_count.assign(size_t(C), 0);
   r.confusion.assign(size_t(C), std::vector<int64_t>(size_t(C), 0));
+  r.predicted.assign(size_t(dataset->size()), -1);
+  r.labels.assign(size_t(dataset->size()), -1);
   const int64_t k = std::min<int64_t>(5, C);
   int64_t correct5 = 0;
   double loss_sum = 0.0, forward_seconds = 0.0;

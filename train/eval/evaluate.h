@@ -20,6 +20,8 @@ struct EvalResult {
   std::vector<double> per_class_accuracy;             // percent, per true class (NaN-free: 0 for empty classes)
   std::vector<int64_t> per_class_count;
   std::vector<std::vector<int64_t>> confusion;        // [true][predicted]
+  std::vector<int32_t> predicted;                     // top-1 class of each image, in the dataset's order
+  std::vector<int32_t> labels;                        // its true class (predicted[i] == labels[i]: image i right)
   double images_per_second = 0.0;                     // forward passes only (no data wait)
   double seconds = 0.0;                               // wall time including data loading
 };
