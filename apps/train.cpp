@@ -159,6 +159,7 @@ int main(int argc, char** argv) {
   try {
     const ExperimentConfig cfg = read_experiment(cli);
     if (cli.is_set("check")) {
+      check_startable(cfg);  // what the run's start refuses, --check refuses too
       std::cout << experiment_to_json(cfg).dump(2) << "\n";
       return 0;
     }
