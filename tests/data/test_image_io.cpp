@@ -296,3 +296,17 @@ TEST_CASE("writing errors") {
         std::string::npos);
   CHECK_FALSE(std::filesystem::exists(tmp.file("x.png")));
 }
+
+TEST_CASE("PNG: a chunk whose CRC does not match is refused before decoding (stb_image checks none)") {
+  // One flipped bit in the pixel data: stb decoded it as a good, different image.
+  TempDir tmp;
+  write_png(tmp.file("good.png"), pattern(3, 6, 5));
+  std::vector<uint8_t> b = read_file(tmp.file("good.png"));
+  REQUIRE(std::string(b.begin() + 37, b.begin() + 41) == "IDAT");  // after signature (8) and IHDR (25)
+  b[41 + 2] ^= 0x01;
+  const std::string m = error_message([&] { decode_image(b.data(), b.size(), 0, "flipped.png"); });
+  CHECK(m.find("read_image: flipped.png: corrupt PNG (chunk IDAT at byte 33 fails its CRC check: stored 0x") == 0);
+  CHECK(m.find(", computed 0x") != std::string::npos);
+  b[41 + 2] ^= 0x01;  // restored: decodes
+  CHECK(decode_image(b.data(), b.size(), 0, "good.png").height == 6);
+}
