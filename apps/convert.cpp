@@ -19,6 +19,7 @@
 // in its metadata like every checkpoint of ours (models/checkpoint.h), so sima-eval /
 // sima-heatmap take it as it is.
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/omp_wait.h"
@@ -78,10 +79,15 @@ int main(int argc, char** argv) {
   cli.flag("quantize", "int8",
            "write a quantized checkpoint: Linear weights int8 with per-output-channel scales (docs/precision.md); "
            "--in may also be one of our .safetensors");
+  cli.flag("crop-pct", "X",
+           "import: the eval crop written into the checkpoint, in (0, 1] (default: the upstream's own: timm DeiT "
+           "0.9, timm XCiT 1.0, official SimA and CvT 0.875; 1.0 at 384 px for DeiT and CvT)");
   cli.option("allow-nonfinite", "convert a checkpoint holding NaN or inf (for debugging; refused by default)");
   if (!cli.parse(argc, argv)) return cli.exit_code();
   set_allow_nonfinite_weights(cli.is_set("allow-nonfinite"));
   try {
+    check(!cli.has("crop-pct") || (!cli.has("to") && !ends_with(cli.get("in"), ".safetensors")),
+          "--crop-pct is for importing a .pth (our checkpoints keep the crop they were trained with)");
     if (cli.has("quantize")) {
       check(cli.get("quantize") == "int8", "--quantize: '", cli.get("quantize"), "' is not supported (int8)");
       check(!cli.has("to"), "--quantize writes our safetensors; it cannot be combined with --to");
@@ -89,11 +95,19 @@ int main(int argc, char** argv) {
     }
     if (cli.has("to")) return export_pth(cli);
     check(!cli.is_set("legacy-qkv"), "--legacy-qkv is for the export direction (with --to timm)");
+    const double crop = cli.has("crop-pct") ? cli.get_double("crop-pct") : 0.0;
+    check(!cli.has("crop-pct") || (crop > 0.0 && crop <= 1.0), "--crop-pct: ", crop, " is not in (0, 1]");
     const UpstreamModel m = load_upstream_checkpoint(cli.get("in"), cli.get("from"), cli.get("model"));
     check_finite_weights(m.model->state_dict(), cli.get("in"), /*saving=*/false);
+    if (!m.note.empty()) std::cerr << "sima-convert: note: " << m.note << "\n";
     // A 1000-class head is ImageNet-1k's: its class names go into "classes" (sima-eval prints them).
     std::map<std::string, std::string> meta = imagenet_classes_metadata(m.model->config().num_classes);
     meta["converted_from"] = m.layout;
+    // The eval crop the upstream code uses (models/upstream.h upstream_crop_pct), or --crop-pct.
+    const ModelConfig& mc = m.model->config();
+    meta["normalization"] = nlohmann::json{{"mean", mc.mean}, {"std", mc.std}, {"img_size", mc.img_size},
+                                           {"crop_pct", cli.has("crop-pct") ? crop : m.crop_pct}}
+                                .dump();
     if (cli.has("quantize")) save_quantized_checkpoint(cli.get("out"), *m.model, meta);
     else save_checkpoint(cli.get("out"), *m.model, meta);
     const ModelConfig& c = m.model->config();

@@ -44,6 +44,14 @@ std::string percent(double p) {
   return buf;
 }
 
+// --crop-pct, else the checkpoint's eval crop (its metadata; an upstream .pth: its upstream's).
+double crop_pct_of(const CheckpointEvalInfo& info, const Cli& cli) {
+  if (!cli.has("crop-pct")) return info.crop_pct;
+  const double c = cli.get_double("crop-pct");
+  check(c > 0.0 && c <= 1.0, "--crop-pct: ", c, " is not in (0, 1]");
+  return c;
+}
+
 // --precision: every Linear (and at int8 SimA's core) in reduced precision (models/quantized.h).
 void apply_precision(Model& model, const Cli& cli) {
   const std::string note = set_inference_precision(model, parse_precision(cli.get("precision"), "--precision"),
@@ -51,15 +59,17 @@ void apply_precision(Model& model, const Cli& cli) {
   if (!note.empty()) std::fprintf(stderr, "sima-eval: %s\n", note.c_str());
 }
 
-// The model's input transform: the checkpoint's config and crop, resized as --resize says.
+// The model's input transform: the checkpoint's config and crop (or --crop-pct), resized as
+// --resize says.
 Transform eval_input(const CheckpointEvalInfo& info, const Cli& cli) {
-  return eval_transform(info.config, info.crop_pct, parse_eval_resize(cli.get("resize")));
+  return eval_transform(info.config, crop_pct_of(info, cli), parse_eval_resize(cli.get("resize")));
 }
 
 int classify_images(Model& model, const CheckpointEvalInfo& info, const std::vector<std::string>& names,
                     const Cli& cli) {
   const long long topk = cli.get_int("topk");
-  check(topk >= 1, "--topk: ", topk, " must be at least 1");
+  check(topk >= 1 && topk <= info.config.num_classes, "--topk: ", topk, " is not in [1, ", info.config.num_classes,
+        "] (the model has ", info.config.num_classes, " classes)");
   const std::vector<Prediction> preds =
       predict_images(model, cli.get_all("image"), eval_input(info, cli), topk);
   if (cli.is_set("json")) {
@@ -98,6 +108,21 @@ std::string correct_hex(const EvalResult& r) {
   return hex;
 }
 
+// A checkpoint trained here (it names its training data and classes) evaluated on data that
+// carries other class names (an ImageFolder's folder names, CIFAR's meta file): every label would be compared with the
+// wrong output. Refused, naming the first class that differs. An imported checkpoint has no
+// training data: its names (ImageNet's) are display names, and a folder of synset ids in the
+// same order is its data.
+void check_same_classes(const CheckpointEvalInfo& info, const DataSpec& spec, const std::string& path) {
+  if (info.classes.empty() || info.data.empty() || (spec.kind != "folder" && spec.kind != "cifar10" && spec.kind != "cifar100"))
+    return;  // only these data carry their own class names (folder names, CIFAR's meta file)
+  const std::vector<std::string> data = class_names(spec, info.config.num_classes);
+  for (size_t c = 0; c < info.classes.size() && c < data.size(); ++c)
+    check(info.classes[c] == data[c], to_string(spec), ": class ", c, " is '", data[c], "' but ", path,
+          " was trained with class ", c, " = '", info.classes[c],
+          "': the labels would not match the model's outputs; evaluate on data with the checkpoint's classes");
+}
+
 int evaluate_split(Model& model, const CheckpointEvalInfo& info, const std::string& data,
                    const std::vector<std::string>& names, const Cli& cli) {
   const std::string split = cli.get("split");
@@ -115,6 +140,7 @@ int evaluate_split(Model& model, const CheckpointEvalInfo& info, const std::stri
   check(opt.limit >= 0, "--limit: ", opt.limit, " must be >= 0 (0 = all)");
 
   std::shared_ptr<const Dataset> raw = open_dataset(spec, split == "train");
+  check_same_classes(info, spec, cli.get("checkpoint"));
   auto ds = std::make_shared<TransformedDataset>(raw, eval_input(info, cli));
   const EvalResult r = evaluate(model, ds, opt);
   if (cli.is_set("json")) {
@@ -211,6 +237,7 @@ int evaluate_features(const Cli& cli) {
 // A flag combination that cannot work, as one line ("" when the flags are fine).
 std::string flag_conflict(const Cli& cli) {
   const bool knn = cli.is_set("knn"), probe = cli.is_set("linear-probe");
+  if (cli.is_set("crop-pct") && !cli.is_set("checkpoint")) return "--crop-pct needs --checkpoint (the pixels have no crop)";
   if (const std::string r = cli.get("resize"); r != "auto" && r != "pil" && r != "float")
     return "--resize: '" + r + "' is not one of: auto, pil, float";
   if (cli.is_set("per-image") && !cli.is_set("json")) return "--per-image needs --json";
@@ -259,6 +286,9 @@ void declare_flags(Cli& cli) {
            "float pixels without antialiasing, auto = pil for 8-bit images "
            "(train/config/transforms_factory.h)",
            false, "auto");
+  cli.flag("crop-pct", "X",
+           "eval crop in (0, 1]: resize the shorter side to img_size / X, centre crop (default: the checkpoint's; "
+           "an upstream .pth: its upstream's, models/upstream.h)");
   cli.option("json", "print one JSON object instead of the report");
   cli.option("per-image",
              "with --json on a split: add \"correct_hex\", image i's top-1 right (1) or wrong (0) as bit i, four "
@@ -321,8 +351,12 @@ int main(int argc, char** argv) {
     if (cli.is_set("knn") || cli.is_set("linear-probe")) return evaluate_features(cli);
     const std::string path = cli.get("checkpoint");
     const LoadedCheckpoint loaded = load_checkpoint_for_eval(path, cli.get("from"), cli.get("model"));
+    if (!loaded.note.empty()) std::fprintf(stderr, "sima-eval: note: %s\n", loaded.note.c_str());
     const CheckpointEvalInfo& info = loaded.info;
     std::shared_ptr<Model> model = loaded.model;
+    check(info.head_trained, path,
+          " is a DINO backbone: its classifier head was never trained, so its predictions mean nothing; evaluate "
+          "its features with --knn or --linear-probe, or fine-tune it first");
     apply_precision(*model, cli);
     // The data: --data, else the checkpoint's training data spec.
     const std::string data = cli.get("data").empty() ? info.data : cli.get("data");

@@ -5,7 +5,8 @@
 //                          [--colormap jet|viridis|inferno] [--alpha A] [--raw] [--json]
 //                          [--foreground-above T] [--scale K]
 //
-// Per image: <out>/<name>_q.png, <name>_k.png (overlays at the image's size, times K with --scale), <name>_panel.png
+// Per image: <out>/<name>_q.png, <name>_k.png (overlays at the image's size, times K with --scale;
+// by default images under 112 pixels tall about 224 tall), <name>_panel.png
 // (image | maps), with --raw <name>_q_raw.png ... (the [0, 1] map, 16-bit grey). --which cls:
 // the class token's attention row of a softmax model instead. The model, its input
 // normalisation and the eval crop come from the checkpoint (train/eval/evaluate.h,
@@ -55,7 +56,9 @@ std::string summary(const nlohmann::json& j) {
 
 // The flags (--help prints them).
 void declare_flags(Cli& cli) {
-  cli.flag("checkpoint", "PATH", "model.safetensors to explain", /*required=*/true);
+  cli.flag("checkpoint", "PATH", "model.safetensors to explain, or an upstream torch.save .pth", /*required=*/true);
+  cli.flag("from", "official|timm|cvt", "a .pth checkpoint's layout (default: detected; see sima-convert)");
+  cli.flag("model", "NAME|JSON|FILE", "a .pth checkpoint's config overrides (see sima-convert)");
   cli.repeated("image", "PATH", "images or folders of images (.png .jpg .jpeg .bmp); repeatable");
   cli.flag("layer", "L", "self-attention layer, 0-based; negative counts from the end", false, "-1");
   cli.flag("which", "q|k|both|cls", "maps to draw; cls: the class token's attention row (softmax models)", false,
@@ -64,8 +67,11 @@ void declare_flags(Cli& cli) {
   cli.flag("colormap", "jet|viridis|inferno", "colour map (matplotlib's colours)", false, "jet");
   cli.flag("alpha", "A", "weight of the colour map over the image, in [0, 1]", false, "0.5");
   cli.option("raw", "also write each [0, 1] map as a 16-bit grey PNG (<name>_<map>_raw.png)");
-  cli.flag("scale", "K", "write the overlays and the panel K times larger (nearest neighbour; 1..32), for small images",
-           false, "1");
+  cli.flag("scale", "K|auto",
+           "write the overlays and the panel K times larger (nearest neighbour; 1..32); auto: images under 112 "
+           "pixels tall are drawn about 224 pixels tall (a 28x28 image 8 times larger), others as they are",
+           false, "auto");
+  cli.flag("crop-pct", "X", "eval crop in (0, 1] (default: the checkpoint's; an upstream .pth: its upstream's)");
   cli.option("json", "print one JSON object with per-image statistics");
   cli.flag("foreground-above", "T",
            "also report the share of each map's mass on pixels whose grey level (0..1) is above T, "
@@ -93,8 +99,9 @@ HeatmapOptions options_from(const Cli& cli) {
   check(alpha >= 0.0 && alpha <= 1.0, "--alpha: ", alpha, " is not in [0, 1]");
   opt.alpha = static_cast<float>(alpha);
   opt.raw = cli.is_set("raw");
-  opt.scale = cli.get_int("scale");
-  check(opt.scale >= 1 && opt.scale <= 32, "--scale: ", opt.scale, " is not in 1..32");
+  opt.scale = cli.get("scale") == "auto" ? 0 : cli.get_int("scale");  // 0: auto_scale
+  check(opt.scale >= 0 && opt.scale <= 32 && (opt.scale > 0 || cli.get("scale") == "auto"), "--scale: ",
+        cli.get("scale"), " is not in 1..32 or auto");
   opt.out_dir = cli.get("out");
   check(!opt.out_dir.empty(), "--out: empty folder name");
   if (!cli.get("foreground-above").empty()) {
@@ -118,12 +125,19 @@ int main(int argc, char** argv) {
     HeatmapOptions opt = options_from(cli);
 
     const std::string path = cli.get("checkpoint");
-    const CheckpointEvalInfo info = read_checkpoint_eval_info(path);
     const Precision precision = parse_precision(cli.get("precision"), "--precision");
-    std::shared_ptr<Model> model = load_checkpoint(path);
+    // Our safetensors or an upstream .pth, through sima-eval's reader (train/eval/evaluate.h).
+    const LoadedCheckpoint loaded = load_checkpoint_for_eval(path, cli.get("from"), cli.get("model"));
+    const CheckpointEvalInfo& info = loaded.info;
+    std::shared_ptr<Model> model = loaded.model;
     if (const std::string note = set_inference_precision(*model, precision); !note.empty())
       std::fprintf(stderr, "sima-heatmap: %s\n", note.c_str());
+    if (!loaded.note.empty()) std::fprintf(stderr, "sima-heatmap: note: %s\n", loaded.note.c_str());
     opt.crop_pct = info.crop_pct;
+    if (cli.has("crop-pct")) {
+      opt.crop_pct = cli.get_double("crop-pct");
+      check(opt.crop_pct > 0.0 && opt.crop_pct <= 1.0, "--crop-pct: ", opt.crop_pct, " is not in (0, 1]");
+    }
     opt.predict = info.head_trained;
     try {
       resolve_layer(opt.layer, static_cast<int64_t>(model->attention_layers().size()));

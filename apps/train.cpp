@@ -25,6 +25,9 @@
 #include "train/config/cli.h"
 #include "train/config/experiment_config.h"
 #include "train/distributed/distributed.h"
+#ifdef SIMA_HAVE_MPI
+#include "train/distributed/comm_mpi.h"  // libsima_mpi
+#endif
 #include "train/objectives/dino_trainer.h"
 #include "train/loop/stop_signals.h"
 #include "train/objectives/trainer.h"
@@ -141,6 +144,9 @@ int main(int argc, char** argv) {
   sima::setup_app_threads();  // the thread governor (core/omp_wait.h)
   using namespace sima;
   try {
+#ifdef SIMA_HAVE_MPI
+    use_mpi();  // libsima_mpi: the MPI backend (train/distributed/comm_mpi.h)
+#endif
     init_distributed(&argc, &argv);  // MPI, when launched by mpirun
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sima-train: error: %s\n", e.what());
@@ -159,6 +165,7 @@ int main(int argc, char** argv) {
   try {
     const ExperimentConfig cfg = read_experiment(cli);
     if (cli.is_set("check")) {
+      check_startable(cfg);  // what the run's start refuses, --check refuses too
       std::cout << experiment_to_json(cfg).dump(2) << "\n";
       return 0;
     }

@@ -14,7 +14,12 @@ find_path(OPENBLAS_OPENMP_INCLUDE NAMES cblas.h
   PATHS /usr/include/${_sima_arch}/openblas-openmp NO_DEFAULT_PATH)
 if(OPENBLAS_OPENMP_LIB AND OPENBLAS_OPENMP_INCLUDE AND NOT TARGET sima::openblas_openmp)
   add_library(sima::openblas_openmp INTERFACE IMPORTED)
+  # The RUNPATH: a program linking it loads this library at run time, not the alternatives'
+  # libopenblas.so.0 (the same soname). CMake puts it in a build tree's RUNPATH by itself; the
+  # link option keeps it in an installed program too.
+  get_filename_component(_sima_openblas_dir "${OPENBLAS_OPENMP_LIB}" DIRECTORY)
   set_target_properties(sima::openblas_openmp PROPERTIES
     INTERFACE_LINK_LIBRARIES "${OPENBLAS_OPENMP_LIB}"
+    INTERFACE_LINK_OPTIONS "LINKER:-rpath,${_sima_openblas_dir}"
     INTERFACE_INCLUDE_DIRECTORIES "${OPENBLAS_OPENMP_INCLUDE}")  # imported: -isystem
 endif()

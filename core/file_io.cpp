@@ -87,9 +87,15 @@ std::vector<uint8_t> read_file(const std::string& path, const std::string& what)
 }
 
 void write_file_atomic(const std::string& path, const void* data, size_t size) {
+  refuse_symlink(path);
   const std::string tmp = temp_path_for(path);
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  check(f != nullptr, path, ": cannot open for writing (", std::strerror(errno), ")");
+  const int fd = create_temp_file(path);
+  FILE* f = ::fdopen(fd, "wb");
+  if (f == nullptr) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    fail(path, ": cannot open for writing (", std::strerror(errno), ")");
+  }
   bool ok = size == 0 || std::fwrite(data, 1, size, f) == size;
   // Flushed to the kernel and then to the disk before the rename: a crash or a power loss after
   // the rename finds the whole new file, never a short one under the final name.

@@ -1,8 +1,12 @@
 // ImageFolderDataset (see image_folder.h): scan root/<class>/..., decode in get().
 #include "data/image_folder.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
@@ -32,9 +36,28 @@ bool hidden(const fs::path& p) {
   return !name.empty() && name[0] == '.';
 }
 
-// Image files under `dir` (recursively, hidden entries skipped), relative paths sorted.
+// "" for a regular file (or a link to one); else what `p` is: "a dangling symbolic link", "a FIFO
+// (named pipe)", "a character device", ...
+std::string not_regular(const fs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) {
+    struct stat lst {};
+    return ::lstat(p.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode) ? "a dangling symbolic link"
+                                                                  : std::string("unreadable (") + std::strerror(errno) + ")";
+  }
+  if (S_ISREG(st.st_mode)) return "";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Image files under `dir` (recursively, hidden entries skipped), relative paths sorted. An
+// entry with an image extension that is not a regular file (a dangling link, a FIFO, a link
+// to /dev/zero) is an error naming it: skipping it would change the data set unseen.
 std::vector<std::string> list_images(const fs::path& dir, const std::vector<std::string>& extensions) {
-  std::vector<std::string> rel;
+  std::vector<std::string> rel, odd;
   std::error_code ec;
   fs::recursive_directory_iterator it(dir, ec), end;
   check(!ec, "ImageFolder: cannot list ", dir.string(), " (", ec.message(), ")");
@@ -45,14 +68,53 @@ std::vector<std::string> list_images(const fs::path& dir, const std::vector<std:
       if (it->is_directory(ec)) it.disable_recursion_pending();
       continue;
     }
-    if (!it->is_regular_file(ec)) continue;  // follows file symlinks
+    if (it->is_directory(ec)) continue;  // a sub-folder (a link to one is not followed)
+    ec.clear();
     const std::string ext = lower(p.extension().string());
     if (std::find(extensions.begin(), extensions.end(), ext) == extensions.end()) continue;
+    if (const std::string kind = not_regular(p); !kind.empty()) {
+      odd.push_back(p.string() + " is " + kind);
+      continue;
+    }
     rel.push_back(fs::relative(p, dir).generic_string());
   }
   check(!ec, "ImageFolder: cannot list ", dir.string(), " (", ec.message(), ")");
+  if (!odd.empty()) {
+    std::sort(odd.begin(), odd.end());
+    fail("ImageFolder: ", odd.size(), " entr", odd.size() > 1 ? "ies" : "y", " with an image name in ", dir.string(),
+         odd.size() > 1 ? " are" : " is", " not a regular file (", odd.front(), odd.size() > 1 ? ", ..." : "",
+         "); remove ", odd.size() > 1 ? "them" : "it", " or move ", odd.size() > 1 ? "them" : "it",
+         " out of the class folders");
+  }
   std::sort(rel.begin(), rel.end());  // std::string compares bytes
   return rel;
+}
+
+// A class folder that is a link to the root, to a folder above it or to another class (or into
+// one) would read the same images twice under two labels: refused, naming the link.
+void check_distinct_class_folders(const std::string& root, const std::vector<std::string>& classes) {
+  std::error_code ec;
+  const fs::path canon_root = fs::canonical(root, ec);
+  if (ec) return;
+  std::vector<fs::path> dirs, canon;
+  for (const std::string& c : classes) {
+    dirs.push_back(fs::path(root) / c);
+    canon.push_back(fs::canonical(dirs.back(), ec));
+  }
+  auto inside = [](const fs::path& a, const fs::path& b) {  // a == b or a under b
+    return !a.empty() && !b.empty() && std::mismatch(a.begin(), a.end(), b.begin(), b.end()).second == b.end();
+  };
+  for (size_t i = 0; i < classes.size(); ++i)
+    check(!inside(canon_root, canon[i]), "ImageFolder: class folder ", dirs[i].string(), " is ", canon[i].string(),
+          ", which holds the root ", root, " itself: every image would be read twice under two labels; remove it");
+  for (size_t i = 0; i < classes.size(); ++i)
+    for (size_t j = 0; j < classes.size(); ++j) {
+      if (i == j || !inside(canon[i], canon[j])) continue;
+      const size_t link = fs::is_symlink(dirs[i], ec) ? i : j;  // name the link (the copy), not the original
+      fail("ImageFolder: class folders ", dirs[i].string(), " and ", dirs[j].string(), " hold the same images (",
+           canon[i].string(), canon[i] == canon[j] ? " is " : " is inside ", canon[j].string(),
+           "): they would be read twice under two labels; remove ", dirs[link].string());
+    }
 }
 
 }  // namespace
@@ -80,6 +142,7 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageFolderOptio
   check(!ec, "ImageFolder: cannot list ", root, " (", ec.message(), ")");
   check(!classes_.empty(), "ImageFolder: root ", root, " has no class sub-directories (expected root/<class>/<image>)");
   std::sort(classes_.begin(), classes_.end());
+  check_distinct_class_folders(root, classes_);
 
   std::vector<std::string> empty_classes;
   for (size_t c = 0; c < classes_.size(); ++c) {

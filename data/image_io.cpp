@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -151,6 +152,13 @@ void check_png_compression(const uint8_t* b, size_t size, const std::string& nam
         uint64_t(pixel_bytes / 1032.0), " bytes of compressed data, the IDAT chunks hold ", idat_bytes, ")");
 }
 
+// "0x1234abcd".
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
 // stb_image reallocates its buffer for a PNG IDAT chunk to the length the chunk claims before
 // reading it: a 57-byte file claiming a 1.4 GB chunk made it allocate 1.4 GB (fuzz finding,
 // tests/fuzz/regressions/image). Every chunk up to IEND must lie inside the file.
@@ -168,6 +176,13 @@ std::vector<size_t> check_png_chunks(const uint8_t* b, size_t size, const std::s
     const std::string type(reinterpret_cast<const char*>(b + at + 4), 4);
     check(len + 12 <= size - at, "read_image: ", name, ": truncated PNG (chunk at byte ", at, " claims ", len,
           " bytes of data, the file has ", size - at, " bytes from there)");
+    // stb_image does not check chunk CRCs (PNG spec 5.3: over the type and the data), so a
+    // flipped bit in the pixel data decoded as a good image: every chunk's CRC is checked here.
+    const uint8_t* c = b + at + 8 + len;
+    const uint32_t stored = uint32_t(c[0]) << 24 | uint32_t(c[1]) << 16 | uint32_t(c[2]) << 8 | c[3];
+    const uint32_t computed = uint32_t(crc32(crc32(0, nullptr, 0), b + at + 4, uInt(len + 4)));
+    check(stored == computed, "read_image: ", name, ": corrupt PNG (chunk ", type, " at byte ", at,
+          " fails its CRC check: stored ", hex32(stored), ", computed ", hex32(computed), ")");
     if (type == "IEND") break;
     if (type == "IDAT" && len == 0 && !seen_data) empty_leading_idat.push_back(at);
     if (type == "IDAT" && len > 0) seen_data = true;
@@ -191,9 +206,12 @@ std::vector<uint8_t> without_chunks(const uint8_t* b, size_t size, const std::ve
 
 }  // namespace
 
-int64_t image_pixel_limit() { return std::min(kMaxImagePixels, memory_limit_bytes() / kImageBytesPerPixel); }
+int64_t image_pixel_limit(int64_t bytes_per_pixel) {
+  return std::min(kMaxImagePixels, memory_limit_bytes() / std::max<int64_t>(1, bytes_per_pixel));
+}
 
-Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::string& name) {
+Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::string& name,
+                   int64_t bytes_per_pixel) {
   check(channels == 0 || channels == 1 || channels == 3, "read_image: ", name, ": channels must be 0 (as stored), ",
         "1 (grey) or 3 (RGB), got ", channels);
   check(size > 0, "read_image: ", name, ": empty file");
@@ -203,17 +221,17 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
   check_jpeg_huffman_tables(bytes, size, name);  // before stbi_info: it reads the DHTs before SOF
   if (const std::vector<size_t> drop = check_png_chunks(bytes, size, name); !drop.empty()) {
     const std::vector<uint8_t> cleaned = without_chunks(bytes, size, drop);
-    return decode_image(cleaned.data(), cleaned.size(), channels, name);
+    return decode_image(cleaned.data(), cleaned.size(), channels, name, bytes_per_pixel);
   }
 
   // Header first: reject bad files and huge dimensions before stb allocates the pixels.
   int w = 0, h = 0, stored = 0;
   if (!stbi_info_from_memory(bytes, len, &w, &h, &stored))
     fail("read_image: ", name, ": cannot decode (", stbi_failure_reason(), ")");
-  const int64_t limit = image_pixel_limit();
+  const int64_t limit = image_pixel_limit(bytes_per_pixel);
   check(w > 0 && h > 0 && int64_t(w) * h <= limit, "read_image: ", name, ": image size ", w, "x", h,
         " exceeds the limit of ", limit, " pixels (", int64_t(w) * h, " pixels; the limit is the smaller of ", kMaxImagePixels,
-        " and the memory limit ", memory_limit_description(), " / ", kImageBytesPerPixel, " bytes per pixel)");
+        " and the memory limit ", memory_limit_description(), " / ", bytes_per_pixel, " bytes per pixel)");
 
   check_png_compression(bytes, size, name);
 
@@ -249,7 +267,7 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
   return img;
 }
 
-Image read_image(const std::string& path, int channels) {
+Image read_image(const std::string& path, int channels, int64_t bytes_per_pixel) {
   check(channels == 0 || channels == 1 || channels == 3, "read_image: ", path, ": channels must be 0 (as stored), ",
         "1 (grey) or 3 (RGB), got ", channels);
   std::vector<uint8_t> bytes;
@@ -258,7 +276,7 @@ Image read_image(const std::string& path, int channels) {
   } catch (const Error& e) {
     fail("read_image: ", e.what());
   }
-  return decode_image(bytes.data(), bytes.size(), channels, path);
+  return decode_image(bytes.data(), bytes.size(), channels, path, bytes_per_pixel);
 }
 
 // ---- encoding ------------------------------------------------------------------------

@@ -29,13 +29,17 @@ constexpr int64_t kImageBytesPerPixel = 64;
 // min(kMaxImagePixels, memory_limit_bytes() / kImageBytesPerPixel) (SIMA_MEMORY_LIMIT,
 // core/memory_limit.h). A PNG must also hold enough compressed data for the pixels its
 // header claims (deflate inflates at most 1032:1), and a JPEG W·H / 512 bytes.
-int64_t image_pixel_limit();
+// A reader that keeps more per pixel than kImageBytesPerPixel (sima-heatmap: a map, an overlay
+// and a panel column of every pixel) passes its own figure, and the limit falls with it.
+int64_t image_pixel_limit(int64_t bytes_per_pixel = kImageBytesPerPixel);
 
-// Decodes an image held in memory; `name` is used in error messages.
-Image decode_image(const uint8_t* bytes, size_t size, int channels = 0, const std::string& name = "<memory>");
+// Decodes an image held in memory; `name` is used in error messages. Every decode of the
+// library, the apps and examples/ goes through this one function, so the limit holds on each.
+Image decode_image(const uint8_t* bytes, size_t size, int channels = 0, const std::string& name = "<memory>",
+                   int64_t bytes_per_pixel = kImageBytesPerPixel);
 // Reads and decodes the file at `path`. Errors name the path and stb's reason, e.g.
 //   "read_image: /data/x.png: cannot decode (bad png sig)".
-Image read_image(const std::string& path, int channels = 0);
+Image read_image(const std::string& path, int channels = 0, int64_t bytes_per_pixel = kImageBytesPerPixel);
 
 // Writers take an Image with 1–4 channels (grey, grey + alpha, RGB, RGBA); values are
 // clamped to [0, 1] and rounded to the nearest level. Each writes a temporary file and

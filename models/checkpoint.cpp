@@ -5,6 +5,7 @@
 
 #include "core/allocation_budget.h"
 #include "core/error.h"
+#include "models/budget.h"
 #include "models/finite_check.h"
 #include "models/quantized.h"
 #include "models/registry.h"
@@ -106,6 +107,9 @@ std::shared_ptr<Model> load_checkpoint(const std::string& path) {
   std::shared_ptr<Model> model;
   try {
     const ModelConfig cfg = stored_config_from_json(j, "config");
+    // The sizes that hold no weights (img_size of a model without a position table) are bounded
+    // by what one sample's forward needs: an img_size of 1e9 is refused here, naming it.
+    check_model_budget(cfg, 1);
     AllocationBudget budget(2 * file_floats * int64_t(sizeof(float)) + (int64_t(1) << 20),
                             "the model config describes a larger model than the file's " +
                                 std::to_string(file_floats) + " values");

@@ -2,6 +2,7 @@
 #include "models/pth.h"
 
 #include <bit>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -130,9 +131,19 @@ bool is_pth_path(const std::string& path) {
 PthStateDict load_pth_state_dict(const std::string& path) { return load_pth_state_dict_bytes(read_file_bytes(path), path); }
 
 PthStateDict load_pth_state_dict_bytes(std::string bytes, const std::string& label) {
-  check(!(bytes.size() >= 2 && uint8_t(bytes[0]) == 0x80), label,
+  // A pickle stream starts with PROTO (0x80). torch.save's legacy format pickles its magic number
+  // 0x1950a86a20f9469cfc6c first (LONG1, 10 bytes, little-endian: torch/serialization.py
+  // MAGIC_NUMBER); any other pickle is a plain pickle.dump, not a checkpoint torch.save wrote.
+  static const uint8_t kLegacyMagic[12] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+  const bool pickle = bytes.size() >= 2 && uint8_t(bytes[0]) == 0x80;
+  check(!(pickle && bytes.size() >= 14 && std::equal(kLegacyMagic, kLegacyMagic + 12, bytes.begin() + 2,
+                                                      [](uint8_t a, char b) { return a == uint8_t(b); })),
+        label,
         ": a legacy (PyTorch < 1.6, non-zip) torch.save file; re-save it with a newer PyTorch (torch.save "
         "writes zip archives by default since 1.6)");
+  check(!pickle, label,
+        ": a plain Python pickle (pickle.dump), not a torch.save checkpoint: save the state dict with torch.save "
+        "(a zip archive) and pass that");
   check(looks_like_zip(bytes), label, ": not a torch.save archive (no zip signature)");
   const ZipArchive zip(std::move(bytes), label);
   const ZipArchive::Entry* pkl = nullptr;

@@ -93,9 +93,16 @@ std::shared_ptr<const LowpLinear> take_one(const SafetensorsFile& f, const std::
   check(f.dtypes.at(w + "_scale") == "F32", at, "its scale must be F32");
   check(scale.dim() == 1 && scale.size(0) == weight.size(0), at, "scale ", scale.shape(), " must be (",
         weight.size(0), "), one per output channel");
-  for (int64_t n = 0; n < scale.numel(); ++n)
-    check(std::isfinite(scale.data()[n]) && scale.data()[n] > 0.f, at, "scale[", n, "] = ", scale.data()[n],
-          " is not a positive finite number");
+  // A scale is its row's max|w| / 127 (1 for a zero row). Outside [1e-30, 1e6] the row's weights
+  // would be below 1e-28 or above 1.3e8, no trained model's: a denormal scale makes every product
+  // underflow to zero, a huge one overflow to inf (a NaN loss, a chance top-1), so both are refused.
+  for (int64_t n = 0; n < scale.numel(); ++n) {
+    const float v = scale.data()[n];
+    check(std::isfinite(v) && v > 0.f, at, "scale[", n, "] = ", v, " is not a positive finite number");
+    check(v >= kMinWeightScale && v <= kMaxWeightScale, at, "scale[", n, "] = ", v, " is outside [",
+          kMinWeightScale, ", ", kMaxWeightScale, "] (max|w| / 127 of a trained model's row; ",
+          v < kMinWeightScale ? "the products would underflow to zero)" : "the products would overflow to inf)");
+  }
   const float* q = weight.data();
   for (int64_t i = 0; i < weight.numel(); ++i)
     check(q[i] >= -127.f, at, "value ", q[i], " is -128 (the symmetric range is [-127, 127])");

@@ -24,6 +24,8 @@
 namespace sima {
 
 constexpr const char* kQuantizationInt8 = "int8_per_channel_symmetric";
+// The per-channel weight scales a quantized checkpoint may hold (max|w| / 127 of a row).
+constexpr float kMinWeightScale = 1e-30f, kMaxWeightScale = 1e6f;
 
 // Applies `p` to `model` (F32 removes every low-precision path and SimA's inference cores: the
 // float32 forward, bit for bit). At Int8, a Linear loaded from a quantized checkpoint runs its

@@ -370,9 +370,9 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(text.size() >> (8 * i));
 
   // Write a temporary file beside the target, then rename it over the target.
+  refuse_symlink(path, "checkpoint");
   const std::string tmp = temp_path_for(path);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  check(fd >= 0, at, "cannot create ", tmp, ": ", os_error(errno));
+  int fd = create_temp_file(path);
   auto give_up = [&](const std::string& what) {
     int err = errno;
     if (fd >= 0) ::close(fd);

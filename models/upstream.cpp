@@ -289,7 +289,18 @@ UpstreamModel build_upstream_model(const NamedTensors& sd, const std::string& fr
     fail(where, ": ", e.what());
   }
   out.model->eval();
+  out.crop_pct = upstream_crop_pct(out.layout, cfg);
+  if (out.layout == "timm" && cfg.arch == "deit" && spec.empty())
+    out.note = label + ": timm's DeiT layout has the same tensors for softmax and SimA attention (SimA adds no "
+               "parameter); imported as softmax, timm's own. For a DeiT-SimA checkpoint give --model "
+               "'{\"attention\": {\"type\": \"sima\"}}'";
   return out;
+}
+
+double upstream_crop_pct(const std::string& layout, const ModelConfig& config) {
+  if (layout == "timm") return config.arch == "xcit" || config.img_size >= 384 ? 1.0 : 0.9;
+  if (layout == "cvt") return config.img_size >= 384 ? 1.0 : 0.875;
+  return 0.875;  // official
 }
 
 UpstreamModel load_upstream_checkpoint(const std::string& path, const std::string& from, const std::string& spec) {

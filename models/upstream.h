@@ -56,7 +56,20 @@ struct UpstreamModel {
   std::shared_ptr<Model> model;
   std::string layout;  // official | timm | cvt
   std::string where;   // where in the saved object the state dict was, e.g. "['model']"
+  double crop_pct = 0.875;  // the eval crop the upstream code evaluates this model at (upstream_crop_pct)
+  std::string note;    // a hint for the user ("" when none): a timm DeiT's attention is a guess
 };
+
+// The eval crop (resize the shorter side to img_size / crop_pct, centre crop) each upstream
+// evaluates its models at, written into the converted checkpoint's metadata:
+//   timm DeiT      0.9, 1.0 at 384 px (timm deit.py pretrained_cfg: _cfg crop_pct .9,
+//                  deit_base_patch16_384 crop_pct=1.0)
+//   timm XCiT      1.0 (timm xcit.py _cfg crop_pct 1.0)
+//   official       0.875 (UCDvision/sima datasets.py: Resize(256 / 224 · input_size), CenterCrop)
+//   cvt            0.875, 1.0 at 384 px (microsoft/CvT lib/dataset/transformas/build.py:
+//                  Resize(int(IMAGE_SIZE / 0.875)) + CenterCrop when TEST.CENTER_CROP, the
+//                  default; the 384x384 configs set CENTER_CROP: False and resize to 384 x 384)
+double upstream_crop_pct(const std::string& layout, const ModelConfig& config);
 
 // Reads a .pth file and builds our model from it. `from`: "" (detect) or a layout name;
 // `model_spec`: "" or as above. Errors name the file, the layout and the keys at fault.

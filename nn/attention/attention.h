@@ -107,14 +107,14 @@ class Attention : public Module {
   // The merged heads o (B, N, C) on their way to proj, given the block input x (B, N, C): o
   // itself, or the variant's gate applied to it (relu's gate(x) ⊙ o). Models that run core()
   // themselves (CvT) call it between merging the heads and their proj.
-  virtual Tensor gate_heads(const Tensor& o, const Tensor& x) { return o; }
+  virtual Tensor gate_heads(const Tensor& o, const Tensor& /*x*/) { return o; }
 
   // The core run on the qkv Linear's output (B, N, 3C) as it is, q, k and v read in place and
   // the heads written merged (B, N, C): forward() takes it instead of split_heads, core() and
   // merge_heads, saving the two head copies (and in training their two copies back). Undefined
   // (the default) where a variant has none or cannot use it this call (dropout, a hook, a
   // gradient through a packed core that is inference only).
-  virtual Tensor packed_core(const Tensor& qkv_out) { return Tensor(); }
+  virtual Tensor packed_core(const Tensor& /*qkv_out*/) { return Tensor(); }
 
   const AttentionOptions& options() const { return opt_; }
   int64_t head_dim() const { return opt_.dim / opt_.num_heads; }

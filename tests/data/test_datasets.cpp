@@ -1,6 +1,7 @@
 // Datasets: IDX (raw and gzip files the test writes, the real Fashion-MNIST when
 // installed), CIFAR-10 / CIFAR-100 binary files, and ImageFolder over PNG / JPEG / BMP files
 // with a corrupt file under both on_error modes. Values checked against the bytes written.
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -486,6 +487,45 @@ TEST_CASE("ImageFolder: on_error = skip returns the next decodable sample, warns
   ImageFolderDataset all_bad(tmp.str() + "/bad", opt);
   StderrCapture quiet(tmp.str() + "/stderr2.txt");
   CHECK(contains(error_message([&] { all_bad.get(1, g); }), "none of the 2 image files could be decoded"));
+}
+
+TEST_CASE("ImageFolder: a class folder linked to its own split or to another class is refused by name") {
+  TempDir tmp;
+  write_png(tmp.file("r/a/1.png"), flat(1, 2, 2, 0));
+  write_png(tmp.file("r/b/2.png"), flat(1, 2, 2, 0));
+  std::filesystem::create_directory_symlink(tmp.str() + "/r", tmp.str() + "/r/c");  // c -> its own split
+  std::string m = error_message([&] { ImageFolderDataset d(tmp.str() + "/r"); });
+  CHECK(contains(m, "ImageFolder: class folder " + tmp.str() + "/r/c is "));
+  CHECK(contains(m, ", which holds the root " + tmp.str() + "/r itself: every image would be read twice under two "
+                    "labels; remove it"));
+  std::filesystem::remove(tmp.str() + "/r/c");
+  std::filesystem::create_directory_symlink(tmp.str() + "/r/a", tmp.str() + "/r/d");  // d -> class a
+  m = error_message([&] { ImageFolderDataset d(tmp.str() + "/r"); });
+  CHECK(contains(m, "ImageFolder: class folders " + tmp.str() + "/r/a and " + tmp.str() + "/r/d hold the same images"));
+  CHECK(contains(m, "they would be read twice under two labels; remove " + tmp.str() + "/r/d"));
+  std::filesystem::remove(tmp.str() + "/r/d");
+  CHECK(ImageFolderDataset(tmp.str() + "/r").size() == 2);
+}
+
+TEST_CASE("ImageFolder: a dangling link, a FIFO or a link to /dev/zero among the images is refused by name") {
+  TempDir tmp;
+  write_png(tmp.file("r/a/1.png"), flat(1, 2, 2, 0));
+  write_png(tmp.file("r/b/2.png"), flat(1, 2, 2, 0));
+  std::filesystem::create_symlink(tmp.str() + "/nowhere.png", tmp.str() + "/r/a/gone.png");
+  std::string m = error_message([&] { ImageFolderDataset d(tmp.str() + "/r"); });
+  CHECK(contains(m, "ImageFolder: 1 entry with an image name in " + tmp.str() + "/r/a is not a regular file (" +
+                        tmp.str() + "/r/a/gone.png is a dangling symbolic link); remove it"));
+  std::filesystem::remove(tmp.str() + "/r/a/gone.png");
+  REQUIRE(::mkfifo((tmp.str() + "/r/b/pipe.png").c_str(), 0644) == 0);
+  std::filesystem::create_symlink("/dev/zero", tmp.str() + "/r/b/zero.jpg");
+  m = error_message([&] { ImageFolderDataset d(tmp.str() + "/r"); });
+  CHECK(contains(m, "ImageFolder: 2 entries with an image name in " + tmp.str() + "/r/b are not a regular file (" +
+                        tmp.str() + "/r/b/pipe.png is a FIFO (named pipe), ...); remove them"));
+  std::filesystem::remove(tmp.str() + "/r/b/pipe.png");
+  m = error_message([&] { ImageFolderDataset d(tmp.str() + "/r"); });
+  CHECK(contains(m, "zero.jpg is a character device"));
+  std::filesystem::remove(tmp.str() + "/r/b/zero.jpg");
+  CHECK(ImageFolderDataset(tmp.str() + "/r").size() == 2);
 }
 
 TEST_CASE("ImageFolder: errors for bad roots and options") {

@@ -1,6 +1,7 @@
 // image_io: PNG (8- and 16-bit), BMP and JPEG written by our writers and read back by
 // stb_image, exact values where the format is lossless, channel conversions worked out by
 // hand, the bytes of a 16-bit PNG header, and the errors (paths and stb's reasons).
+#include <zlib.h>
 #include <cmath>
 #include <filesystem>
 
@@ -251,6 +252,8 @@ TEST_CASE("decoding errors name the path and the reason") {
   // bytes): refused by our pixel limit before any allocation.
   std::vector<uint8_t> huge = {0x89, 'P', 'N', 'G', 13, 10, 26, 10, 0, 0, 0, 13, 'I', 'H', 'D', 'R',
                                0, 0, 0x4e, 0x20, 0, 0, 0x4e, 0x20, 8, 0, 0, 0, 0, 0, 0, 0, 0};
+  const uint32_t crc = uint32_t(crc32(crc32(0, nullptr, 0), huge.data() + 12, 17));  // IHDR's type and data
+  for (int k = 0; k < 4; ++k) huge[size_t(29 + k)] = uint8_t(crc >> (24 - 8 * k));
   write_bytes(tmp.file("huge.png"), huge);
   m = error_message([&] { read_image(tmp.file("huge.png")); });
   CHECK(m.find("huge.png: image size 20000x20000 exceeds the limit") != std::string::npos);
@@ -292,4 +295,18 @@ TEST_CASE("writing errors") {
   CHECK(error_message([&] { write_bmp(tmp.file("x.bmp"), bad); }).find("data holds 5 values, shape needs 12") !=
         std::string::npos);
   CHECK_FALSE(std::filesystem::exists(tmp.file("x.png")));
+}
+
+TEST_CASE("PNG: a chunk whose CRC does not match is refused before decoding (stb_image checks none)") {
+  // One flipped bit in the pixel data: stb decoded it as a good, different image.
+  TempDir tmp;
+  write_png(tmp.file("good.png"), pattern(3, 6, 5));
+  std::vector<uint8_t> b = read_file(tmp.file("good.png"));
+  REQUIRE(std::string(b.begin() + 37, b.begin() + 41) == "IDAT");  // after signature (8) and IHDR (25)
+  b[41 + 2] ^= 0x01;
+  const std::string m = error_message([&] { decode_image(b.data(), b.size(), 0, "flipped.png"); });
+  CHECK(m.find("read_image: flipped.png: corrupt PNG (chunk IDAT at byte 33 fails its CRC check: stored 0x") == 0);
+  CHECK(m.find(", computed 0x") != std::string::npos);
+  b[41 + 2] ^= 0x01;  // restored: decodes
+  CHECK(decode_image(b.data(), b.size(), 0, "good.png").height == 6);
 }

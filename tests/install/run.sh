@@ -11,6 +11,11 @@
 # 4. They run: custom_attention (registers a variant, DeiT forward/backward), classify (top-3),
 #    finetune (5 AdamW steps on the picture as class 7: the loss falls and class 7 becomes the
 #    top-1), and the pkg-config build prints what the CMake build prints.
+# 5. The installed library: the apps and the programs built against it load the OpenMP build of
+#    OpenBLAS through their RUNPATH; a plain program links without MPI (sima.pc and sima::sima
+#    name none), the MPI backend is a component of its own (find_package(sima COMPONENTS mpi),
+#    pkg-config sima-mpi); every public header compiles cleanly under -Wall -Wextra -Wpedantic;
+#    sima.pc is relocatable (the installed tree copied elsewhere still works).
 set -euo pipefail
 build=$(cd "$1" && pwd)
 cmake=${2:-cmake}
@@ -109,4 +114,37 @@ last=$(awk 'END {print $4}' "$dir/ft.out")
 awk -v a="$first" -v b="$last" 'BEGIN {exit !(b < a)}' || fail "finetune: the loss did not fall ($first -> $last)"
 "$dir/classify/classify" "$dir/tuned.safetensors" "$dir/x.bmp" 1 | tee "$dir/top1.out" || fail "classify (tuned) failed"
 grep -q '^ 1\. Sneaker ' "$dir/top1.out" || fail "finetune: class 7 (Sneaker) is not the top-1 after fine-tuning on it"
+# ---- 5. RUNPATH, MPI as a component, clean headers, a relocatable sima.pc ----------------
+openblas_dir=$(sed -n 's/^Libs: .*-Wl,-rpath,\([^ ]*\).*/\1/p' "$prefix/lib/pkgconfig/sima.pc")
+[ -n "$openblas_dir" ] || fail "sima.pc sets no RUNPATH for the OpenMP OpenBLAS"
+for exe in "$prefix/bin/sima-train" "$prefix/bin/sima-eval" "$dir/classify/classify" "$dir/classify_pc"; do
+  readelf -d "$exe" | grep -E 'RUNPATH|RPATH' | grep -qF "$openblas_dir" ||
+    fail "$exe has no RUNPATH to $openblas_dir: it would load the alternatives' libopenblas.so.0"
+  ldd "$exe" | grep 'libopenblas' | grep -qF "$openblas_dir/" || fail "$exe does not load $openblas_dir/libopenblas"
+done
+# A plain program links without MPI: nothing of MPI in sima.pc, sima::sima or the two examples.
+if pkg-config --libs sima | grep -qi mpi; then fail "sima.pc pulls in MPI"; fi
+for exe in "$dir/classify/classify" "$dir/classify_pc" "$dir/custom_attention/custom_attention"; do
+  if readelf -d "$exe" | grep NEEDED | grep -qi mpi; then fail "$exe links MPI without using it"; fi
+done
+if [ -f "$prefix/lib/libsima_mpi.a" ]; then  # a build with MPI: the component and sima-mpi.pc
+  mkdir -p "$dir/mpi_src"
+  printf '#include "train/distributed/comm_mpi.h"\n#include "train/distributed/distributed.h"\nint main(int argc, char** argv) {\n  sima::use_mpi();\n  sima::init_distributed(&argc, &argv);\n  return sima::world().size() == 1 ? 0 : 1;\n}\n' > "$dir/mpi_src/main.cpp"
+  printf 'cmake_minimum_required(VERSION 3.20)\nproject(mpi_user LANGUAGES CXX)\nfind_package(sima CONFIG REQUIRED COMPONENTS mpi)\nadd_executable(mpi_user main.cpp)\ntarget_link_libraries(mpi_user PRIVATE sima::sima_mpi)\n' > "$dir/mpi_src/CMakeLists.txt"
+  "$cmake" -S "$dir/mpi_src" -B "$dir/mpi_build" "${consumer[@]}" > "$dir/mpi.log" 2>&1 &&
+    "$cmake" --build "$dir/mpi_build" >> "$dir/mpi.log" 2>&1 || { cat "$dir/mpi.log"; fail "find_package(sima COMPONENTS mpi): build failed"; }
+  "$dir/mpi_build/mpi_user" || fail "the MPI component's program failed"
+  readelf -d "$dir/mpi_build/mpi_user" | grep NEEDED | grep -qi mpi || fail "the MPI component does not link MPI"
+  pkg-config --libs sima-mpi | grep -q -- '-lsima_mpi' || fail "pkg-config sima-mpi gives no -lsima_mpi"
+fi
+# Every installed header compiles under -Wall -Wextra -Wpedantic without a warning.
+(cd "$prefix/include/sima" && find . -name '*.h' | sort | sed 's|^\./\(.*\)|#include "\1"|') > "$dir/all_headers.cpp"
+# shellcheck disable=SC2046
+g++ -fsyntax-only -Wall -Wextra -Wpedantic -Werror $(pkg-config --cflags sima) "$dir/all_headers.cpp" \
+  > "$dir/headers.log" 2>&1 || { head -40 "$dir/headers.log"; fail "the public headers are not clean under -Wall -Wextra -Wpedantic"; }
+# Relocatable: the installed tree copied elsewhere, sima.pc names the new place.
+cp -a "$prefix" "$dir/moved"
+moved_inc=$(PKG_CONFIG_PATH=$dir/moved/lib/pkgconfig pkg-config --cflags-only-I sima | tr -d ' \n')
+[ "$(realpath -m "${moved_inc#-I}")" = "$(realpath -m "$dir/moved/include/sima")" ] ||
+  fail "sima.pc is not relocatable: a copy of the tree at $dir/moved gives '$moved_inc'"
 echo "install/run.sh: every step passed"

@@ -485,7 +485,10 @@ def bad_cases(out, good):
     archive(os.path.join(out, 'view_out_of_range.pth'), bad_view, [('0', b'\0' * 16)])
     add('view_out_of_range', 'reaches element 5 of a storage of 4')
     torch.save({'w': torch.ones(3)}, os.path.join(out, 'legacy.pth'), _use_new_zipfile_serialization=False)
-    add('legacy', 'legacy')
+    add('legacy', 'a legacy (PyTorch < 1.6, non-zip) torch.save file')
+    with open(os.path.join(out, 'plain_pickle.pth'), 'wb') as f:  # pickle.dump, not torch.save
+        pickle.dump({'w': [1.0, 2.0]}, f, protocol=2)
+    add('plain_pickle', 'a plain Python pickle (pickle.dump), not a torch.save checkpoint')
     torch.save({'conv1.weight': torch.ones(4, 3, 3, 3), 'fc.weight': torch.ones(10, 4)}, os.path.join(out, 'resnet.pth'))
     add('wrong_architecture', 'fit none of the known layouts', path=os.path.join(out, 'resnet.pth'))
     add('wrong_layout_flag', "--from cvt, but the tensor names are timm's layout", from_='cvt', path=good)

@@ -177,6 +177,13 @@ TEST_CASE("quantized checkpoints: bad scales and missing scales are refused, nam
             .find("quantized weight 'head.weight': scale[3] = -1 is not a positive finite number") != std::string::npos);
   CHECK(load_edited(src, bad, [](NamedTensors& t, auto&) { named(t, "head.weight_scale").data()[0] = 0.f; })
             .find("scale[0] = 0 is not a positive finite number") != std::string::npos);
+  // Finite but out of range: a denormal scale evaluated at chance, a huge one at a NaN loss.
+  CHECK(load_edited(src, bad, [](NamedTensors& t, auto&) { named(t, "head.weight_scale").data()[2] = 3e38f; })
+            .find("quantized weight 'head.weight': scale[2] = 3e+38 is outside [1e-30, 1e+06] (max|w| / 127 of a "
+                  "trained model's row; the products would overflow to inf)") != std::string::npos);
+  CHECK(load_edited(src, bad, [](NamedTensors& t, auto&) { named(t, "head.weight_scale").data()[1] = 1e-45f; })
+            .find("scale[1] = 1.4013e-45 is outside [1e-30, 1e+06] (max|w| / 127 of a trained model's row; the "
+                  "products would underflow to zero)") != std::string::npos);
   CHECK(load_edited(src, bad, [](NamedTensors& t, auto&) {
           named(t, "head.weight_scale") = from_vector({1.f, 2.f});
         }).find("scale (2) must be (10), one per output channel") != std::string::npos);

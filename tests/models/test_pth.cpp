@@ -19,6 +19,7 @@
 #include "models/upstream.h"
 #include "models/zip_archive.h"
 #include "train/eval/evaluate.h"
+#include "train/objectives/distill.h"
 
 using namespace sima;
 using namespace sima::testing;
@@ -104,6 +105,21 @@ TEST_CASE("the layouts are detected and the inferred configs are the upstream on
   CHECK(cvt.stage_heads == std::vector<int64_t>{1, 2, 3});
   CHECK(cvt.stage_embed_stride == std::vector<int64_t>{4, 2, 2});
   CHECK(cvt.act == "quick_gelu");
+  // The eval crop each upstream evaluates at (models/upstream.h upstream_crop_pct), and the note
+  // a timm DeiT gets (its tensors fit softmax and SimA alike).
+  CHECK(m["deit_timm_fp16"].crop_pct == 0.9);
+  CHECK(m["xcit_timm_views"].crop_pct == 1.0);
+  CHECK(sima.crop_pct == 0.875);
+  CHECK(m["cvt_bf16"].crop_pct == 0.875);
+  CHECK(m["deit_timm_fp16"].note.find("timm's DeiT layout has the same tensors for softmax and SimA attention") !=
+        std::string::npos);
+  CHECK(m["deit_timm_fp16"].note.find("--model '{\"attention\": {\"type\": \"sima\"}}'") != std::string::npos);
+  CHECK(m["xcit_timm_views"].note.empty());
+  ModelConfig big = deit;
+  big.img_size = 384;
+  CHECK(upstream_crop_pct("timm", big) == 1.0);
+  big.arch = "cvt";
+  CHECK(upstream_crop_pct("cvt", big) == 1.0);
 }
 
 TEST_CASE("hostile and malformed .pth files each end in one clear error, nothing run") {
@@ -169,7 +185,7 @@ TEST_CASE("sima-heatmap runs on an official XCiT-SimA .pth converted by sima-con
   g.fill_uniform(img.data.data(), img.numel(), 0.f, 1.f);
   const std::string png = dir.file("cat.png"), out = dir.str() + "/maps";
   write_png(png, img);
-  const Run r = run_app("sima-heatmap --checkpoint " + ckpt + " --image " + png + " --out " + out + " --json");
+  const Run r = run_app("sima-heatmap --checkpoint " + ckpt + " --image " + png + " --out " + out + " --json --scale 1");
   INFO(r.err);
   REQUIRE(r.status == 0);
   const json j = json::parse(r.out);
@@ -188,4 +204,48 @@ TEST_CASE("sima-heatmap runs on an official XCiT-SimA .pth converted by sima-con
     const Image back = read_image(out + "/" + name);  // decodes (zlib stream and CRCs intact)
     CHECK((back.channels == 3 && back.height == 40 && back.width == 48));
   }
+}
+
+TEST_CASE("the crop an import writes, --crop-pct, and a .pth taken by sima-heatmap and distill.teacher directly") {
+  const json cases = load_cases();
+  const json& c = cases["good"][3];
+  REQUIRE(c["name"] == "sima_official");
+  const std::string spec = "'{\"num_heads\": 4, \"tokens_norm\": false, \"img_size\": 32}'";
+  TempDir dir;
+  const std::string ckpt = dir.file("sima.safetensors"), ckpt95 = dir.file("sima95.safetensors");
+  REQUIRE(run_app("sima-convert --in " + c["file"].get<std::string>() + " --out " + ckpt + " --model " + spec).status == 0);
+  CHECK(read_checkpoint_eval_info(ckpt).crop_pct == 0.875);  // UCDvision/sima's 256 / 224
+  REQUIRE(run_app("sima-convert --in " + c["file"].get<std::string>() + " --out " + ckpt95 + " --model " + spec +
+                  " --crop-pct 0.95").status == 0);
+  CHECK(read_checkpoint_eval_info(ckpt95).crop_pct == 0.95);
+  const Run bad = run_app("sima-convert --in " + ckpt + " --out " + ckpt95 + " --to official --crop-pct 0.9");
+  CHECK(bad.status == 1);
+  CHECK(bad.err.find("--crop-pct is for importing a .pth") != std::string::npos);
+
+  // sima-heatmap takes the .pth itself (before: "the header length ... runs past the end of the file").
+  Image img(3, 32, 32, 0.5f);
+  const std::string png = dir.file("cat.png");
+  write_png(png, img);
+  const Run r = run_app("sima-heatmap --checkpoint " + c["file"].get<std::string>() + " --model " + spec +
+                        " --image " + png + " --out " + dir.str() + "/maps --json --crop-pct 0.5");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(json::parse(r.out)["images"][0]["variant"] == "sima");
+  const Run e = run_app("sima-eval --checkpoint " + ckpt + " --image " + png + " --crop-pct 1.5");
+  CHECK(e.status == 1);
+  CHECK(e.err.find("--crop-pct: 1.5 is not in (0, 1]") != std::string::npos);
+
+  // A timm DeiT: the note on how to choose softmax or SimA.
+  const json& d = cases["good"][0];
+  REQUIRE(d["name"] == "deit_timm_fp16");
+  const Run n = run_app("sima-eval --checkpoint " + d["file"].get<std::string>() + " --image " + png);
+  CHECK(n.err.find("sima-eval: note: ") != std::string::npos);
+  CHECK(n.err.find("For a DeiT-SimA checkpoint give --model") != std::string::npos);
+
+  // distill.teacher: a .pth through the same reader (before: "the header length ... runs past the
+  // end of the file"); its logits are the converted model's.
+  const LoadedCheckpoint direct = load_checkpoint_for_eval(d["file"]);
+  DistillTeacher teacher(d["file"], direct.info.config);
+  CHECK(teacher.model().num_parameters() == direct.model->num_parameters());
+  CHECK(relative_error(logits_of(teacher.model(), d), d["logits"].get<std::vector<float>>()) < 1e-4);
 }

@@ -278,7 +278,7 @@ TEST_CASE("read_checkpoint_eval_info: config, normalisation, crop_pct, data, cla
   save_checkpoint(full, *model,
                   {{"normalization", R"({"mean": [0.5], "std": [0.25], "img_size": 28, "crop_pct": 0.9})"},
                    {"data", "fashion_mnist"},
-                   {"classes", R"(["a", "b"])"}});
+                   {"classes", R"(["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"])"}});
   const CheckpointEvalInfo info = read_checkpoint_eval_info(full);
   CHECK(info.config.embed_dim == 16);
   CHECK(info.config.depth == 1);
@@ -286,7 +286,7 @@ TEST_CASE("read_checkpoint_eval_info: config, normalisation, crop_pct, data, cla
   CHECK(info.config.std == std::vector<float>{0.25f});
   CHECK(info.crop_pct == 0.9);
   CHECK(info.data == "fashion_mnist");
-  CHECK(info.classes == std::vector<std::string>{"a", "b"});
+  CHECK(info.classes == std::vector<std::string>{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"});
 
   const std::string bare = dir.file("bare.safetensors");
   save_checkpoint(bare, *model);
@@ -297,6 +297,10 @@ TEST_CASE("read_checkpoint_eval_info: config, normalisation, crop_pct, data, cla
   CHECK(b.classes.empty());
 
   const std::string bad = dir.file("bad.safetensors");
+  save_checkpoint(bad, *model, {{"classes", R"(["a", "b"])"}});  // two names for a 10-class head
+  CHECK(error_message([&] { read_checkpoint_eval_info(bad); }) ==
+        bad + ": metadata \"classes\" names 2 classes but the model has 10 outputs (config num_classes): a class "
+              "list must name every output, in order");
   save_checkpoint(bad, *model, {{"classes", "[1, 2"}});
   CHECK(contains(error_message([&] { read_checkpoint_eval_info(bad); }),
                  bad + ": metadata \"classes\" is not valid JSON"));

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/autograd.h"
@@ -293,6 +295,7 @@ TEST_CASE("a synthetic model whose only non-zero q̂, k̂ is one token: the map 
 
   HeatmapOptions opt;
   opt.raw = true;
+  opt.scale = 1;
   opt.out_dir = dir.str() + "/out";
   const json j = make_heatmaps(*model, model->config(), path, "peak", opt);
   INFO(j.dump());
@@ -446,4 +449,28 @@ TEST_CASE("colour maps: matplotlib's jet, viridis and inferno at 0, 0.5 and 1") 
   CHECK(colormap_rgb(Colormap::Jet, std::nanf("")) == colormap_rgb(Colormap::Jet, 0.f));
   CHECK(parse_colormap("inferno") == Colormap::Inferno);
   CHECK(error_message([] { parse_colormap("hot"); }) == "colormap 'hot' is not one of: jet, viridis, inferno");
+}
+
+TEST_CASE("make_heatmaps: the image budget counts what a heatmap keeps per pixel (an image eval reads is refused here)") {
+  // 600 x 600 pixels under a 32 MiB limit: the readers' 64 bytes a pixel allow 524288 pixels,
+  // a heatmap at scale 1 needs heatmap_bytes_per_pixel(1) = 208 and allows 161319.
+  TempDir dir;
+  const std::string path = dir.file("big.png");
+  write_png(path, Image(1, 600, 600, 0.5f));
+  ::setenv("SIMA_MEMORY_LIMIT", "32M", 1);
+  CHECK(read_image(path).height == 600);  // what sima-eval --image and the loaders accept
+  auto model = create_model(json{{"name", "deit_tiny_patch4_28_sima"}, {"depth", 1}, {"embed_dim", 16}, {"num_heads", 2}});
+  HeatmapOptions opt;
+  opt.out_dir = dir.str() + "/out";
+  const std::string msg = testing::error_message([&] { make_heatmaps(*model, model->config(), path, "big", opt); });
+  ::unsetenv("SIMA_MEMORY_LIMIT");
+  CHECK(heatmap_bytes_per_pixel(1) == 208);
+  CHECK(msg.find("read_image: " + path + ": image size 600x600 exceeds the limit of 161319 pixels") == 0);
+  CHECK(msg.find("/ 208 bytes per pixel") != std::string::npos);
+  CHECK(!std::filesystem::exists(opt.out_dir));
+  CHECK(auto_scale(28) == 8);
+  CHECK(auto_scale(40) == 5);
+  CHECK(auto_scale(112) == 2);
+  CHECK(auto_scale(113) == 1);
+  CHECK(auto_scale(5) == 32);
 }

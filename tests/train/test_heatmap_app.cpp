@@ -69,7 +69,7 @@ TEST_CASE("sima-heatmap: a folder of images, JSON statistics, overlays and raw m
   const std::string out = dir.str() + "/maps";
 
   Run r = run_app("sima-heatmap --checkpoint " + ckpt + " --image " + images + " --out " + out +
-                  " --json --raw --colormap viridis --alpha 0.6 --foreground-above 0");
+                  " --json --raw --colormap viridis --alpha 0.6 --foreground-above 0 --scale 1");
   INFO("stderr: " << r.err);
   REQUIRE(r.status == 0);
   CHECK(r.err.empty());
@@ -112,6 +112,21 @@ TEST_CASE("sima-heatmap: a folder of images, JSON statistics, overlays and raw m
   CHECK(read_image(out + "/b_q_raw.png").at(0, 0, 0) == 0.f);
   for (const auto& e : std::filesystem::directory_iterator(out))  // nothing half-written left
     CHECK(e.path().extension() == ".png");
+
+  // By default a small image is drawn about 224 pixels tall: 28 -> x8, 40 -> x5 (the raw maps
+  // stay at the image's size); --scale 1 above kept them as they are.
+  const std::string auto_out = dir.str() + "/auto";
+  Run au = run_app("sima-heatmap --checkpoint " + ckpt + " --image " + images + " --out " + auto_out + " --json");
+  REQUIRE(au.status == 0);
+  const json ja2 = json::parse(au.out);
+  CHECK(ja2["images"][0]["scale"] == 8);
+  CHECK(ja2["images"][1]["scale"] == 5);
+  for (const auto& [name, H, W] : {std::tuple{std::string("a"), 224, 3 * 224 + 4 * 8},
+                                   std::tuple{std::string("b"), 200, 5 * (3 * 24 + 4)}}) {
+    CAPTURE(name);
+    const Image panel = read_image(auto_out + "/" + name + "_panel.png");
+    CHECK((panel.height == H && panel.width == W));
+  }
 
   // Text output: one summary per image and the files it wrote.
   Run text = run_app("sima-heatmap --checkpoint " + ckpt + " --image " + images + "/a.png --out " + out +
@@ -161,8 +176,8 @@ TEST_CASE("sima-heatmap: each error is one line naming what is wrong") {
       {"--image " + img + " --colormap hot", "--colormap: colormap 'hot' is not one of: jet, viridis, inferno"},
       {"--image " + img + " --alpha 1.5", "--alpha: 1.5 is not in [0, 1]"},
       {"--image " + img + " --foreground-above x", "--foreground-above: 'x' is not a number"},
-      {"--image " + img + " --scale 0", "--scale: 0 is not in 1..32"},
-      {"--image " + img + " --scale 33", "--scale: 33 is not in 1..32"},
+      {"--image " + img + " --scale 0", "--scale: 0 is not in 1..32 or auto"},
+      {"--image " + img + " --scale 33", "--scale: 33 is not in 1..32 or auto"},
       {"", "--image: no image given (files or folders of images)"},
   };
   for (const auto& [args, message] : cases) {

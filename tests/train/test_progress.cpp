@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "app_testing.h"
 #include "testing.h"
 #include "train/loop/progress.h"
 
@@ -137,4 +138,36 @@ TEST_CASE("ProgressBar on a terminal: \\r + bar line + \\033[K, throttled, newli
                             "\repoch 1/1 [#############.......]  step 2/3" + fields + "\033[K" +
                             "\r\033[Kcheckpoint saved\n" + "second note\n" + full + full + "\n");
   }
+}
+
+TEST_CASE("sima-train off a terminal: every progress line shows the window's true rate, not 0 img/s") {
+  // Each line is printed on a logging step, right after the step's window closes: the line must
+  // show that window's rate (the window was reset before the line was drawn, so every line of
+  // a redirected run said "0 img/s  ETA 0:00").
+  testing::TempDir dir;
+  const std::string cfg = dir.file("progress.json");
+  std::FILE* f = std::fopen(cfg.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fputs(R"({"name": "progress",
+    "model": {"name": "deit_tiny_patch4_28_sima", "embed_dim": 32, "depth": 1, "num_heads": 2},
+    "data": {"train_subset": 128, "test_subset": 32, "batch_size": 16, "num_workers": 0},
+    "schedule": {"warmup_epochs": 0},
+    "train": {"epochs": 1, "log_every": 2}})",
+             f);
+  std::fclose(f);
+  const testing::Run r = testing::run_app("sima-train --config " + cfg + " --out " + dir.file("run"));
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  int lines = 0;
+  size_t at = 0;
+  while ((at = r.out.find("img/s", at)) != std::string::npos) {
+    const size_t start = r.out.rfind('\n', at) + 1;
+    const std::string line = r.out.substr(start, r.out.find('\n', at) - start);
+    CAPTURE(line);
+    const size_t two = line.rfind("  ", line.find(" img/s"));
+    const double rate = std::atof(line.c_str() + two + 2);
+    CHECK(rate > 0.0);
+    ++lines;
+    ++at;
+  }
+  CHECK(lines == 4);  // steps 2, 4, 6 and 8 of the epoch (the end of the epoch is step 8: printed once)
 }

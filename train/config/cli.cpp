@@ -80,15 +80,23 @@ bool Cli::parse(int argc, const char* const* argv) {
         if (eq != std::string::npos) return error("--" + name + " is a switch and takes no value");
         vals.push_back("");
         break;
-      case Spec::Value:
+      case Spec::Value: {
+        std::string v;
         if (eq != std::string::npos) {
-          vals.push_back(arg.substr(eq + 1));
+          v = arg.substr(eq + 1);
         } else {
           if (i + 1 >= argc || starts_with_dashes(argv[i + 1]))
             return error("--" + name + " needs a value " + spec->metavar);
-          vals.push_back(argv[++i]);
+          v = argv[++i];
         }
+        // An empty value ("--out ''") would fall back to the default unseen; a second one would
+        // silently replace the first: both are refused.
+        if (v.empty()) return error("--" + name + " is empty; give a " + spec->metavar);
+        if (!vals.empty())
+          return error("--" + name + " is given twice ('" + vals.back() + "' and '" + v + "'); give it once");
+        vals.push_back(v);
         break;
+      }
       case Spec::Repeated: {
         const size_t before = vals.size();
         if (eq != std::string::npos) vals.push_back(arg.substr(eq + 1));
@@ -159,7 +167,7 @@ std::string Cli::get(const std::string& name) const {
   const Spec* s = find(name);
   check(s != nullptr, "Cli: flag --", name, " is not declared");
   auto it = values_.find(name);
-  if (it != values_.end() && !it->second.empty()) return it->second.back();  // the last one given wins
+  if (it != values_.end() && !it->second.empty()) return it->second.back();  // given once (parse refuses a second)
   return s->default_value;
 }
 

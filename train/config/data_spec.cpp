@@ -124,10 +124,13 @@ std::shared_ptr<const Dataset> sorted_subset(std::shared_ptr<const Dataset> data
 
 }  // namespace
 
-std::shared_ptr<const Dataset> random_subset(std::shared_ptr<const Dataset> dataset, int64_t n, uint64_t seed) {
+std::shared_ptr<const Dataset> random_subset(std::shared_ptr<const Dataset> dataset, int64_t n, uint64_t seed,
+                                             const std::string& key) {
   check(dataset != nullptr, "random_subset: the dataset is null");
   check(n > 0, "random_subset: the subset size ", n, " must be positive");
   const int64_t size = dataset->size();
+  check(key.empty() || n <= size, key, " is ", n, " but ", dataset->describe(), " has only ", size,
+        " images: give at most ", size, " (0 = all)");
   if (n >= size) return dataset;
   return sorted_subset(dataset, seeded_permutation(size, seed), 0, size_t(n));
 }

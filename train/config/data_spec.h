@@ -52,8 +52,10 @@ class SubsetDataset : public Dataset {
 };
 
 // The first `n` samples of a seeded permutation of `dataset` (n >= size: the dataset itself),
-// sorted by index so reading stays sequential.
-std::shared_ptr<const Dataset> random_subset(std::shared_ptr<const Dataset> dataset, int64_t n, uint64_t seed);
+// sorted by index so reading stays sequential. With `key` (the config key that asked for n, e.g.
+// "data.train_subset"), an n larger than the dataset is a sima::Error naming the key and the size.
+std::shared_ptr<const Dataset> random_subset(std::shared_ptr<const Dataset> dataset, int64_t n, uint64_t seed,
+                                             const std::string& key = "");
 
 // A held-out validation split: `n` samples of a seeded permutation of `dataset` become the
 // validation set and the rest the training set, disjoint and together the whole dataset, both

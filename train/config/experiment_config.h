@@ -199,6 +199,11 @@ struct ScheduleSteps {
 };
 ScheduleSteps schedule_steps(const ExperimentConfig& c, int64_t steps_per_epoch);
 
+// What a run checks at its start without the data (sima-train --check runs it too, so a config
+// --check passes does not fail at start on these): the model's memory budget at the run's batch
+// (models/budget.h) and the step counts at one step per epoch (the least a dataset gives).
+void check_startable(const ExperimentConfig& c);
+
 // Resuming a run: fails, naming them, when `resolved` differs from the run's `stored`
 // config in keys other than those that change neither the numbers nor the schedule
 // (train.max_steps, log_every, checkpoint_every, eval_every, data.num_workers, eval_batch_size).

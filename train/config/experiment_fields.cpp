@@ -12,6 +12,10 @@ using json = nlohmann::json;
 
 namespace {
 
+// train.epochs at most this: more is a typo or a run that never ends (a million steps per epoch
+// times this still fits every step count in int64).
+constexpr int64_t kMaxEpochs = 100000;
+
 // The field `member` of the section `section` of ExperimentConfig, under its full path.
 template <class Sec, class T>
 ConfigField field(std::string path, Sec ExperimentConfig::*section, T Sec::*member, std::string help,
@@ -141,7 +145,8 @@ void add_optimizer_fields(std::vector<ConfigField>& f) {
 
 void add_train_fields(std::vector<ConfigField>& f) {
   // train
-  f.push_back(field("train.epochs", &E::train, &TrainConfig::epochs, "epochs (>= 1)", at_least<int64_t>(1)));
+  f.push_back(field("train.epochs", &E::train, &TrainConfig::epochs, "epochs [1, 100000]",
+                    within<int64_t>(1, kMaxEpochs)));
   f.push_back(field("train.seed", &E::train, &TrainConfig::seed,
                     "seed of initialisation, data order, augmentation and dropout", at_least<int64_t>(0)));
   f.push_back(field("train.label_smoothing", &E::train, &TrainConfig::label_smoothing,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/checked.h"
+#include "models/budget.h"
 #include "train/config/experiment_config.h"
 
 namespace sima {
@@ -18,6 +19,11 @@ ScheduleSteps schedule_steps(const ExperimentConfig& c, int64_t steps_per_epoch)
   const int64_t per_epoch_images = checked_mul(c.data.batch_size, steps_per_epoch, "data.batch_size", per_epoch);
   s.samples = checked_mul(c.train.epochs, per_epoch_images, "train.epochs", "images per epoch");
   return s;
+}
+
+void check_startable(const ExperimentConfig& c) {
+  schedule_steps(c, 1);
+  check_model_budget(c.model, c.data.batch_size);
 }
 
 }  // namespace sima

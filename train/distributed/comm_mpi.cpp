@@ -1,40 +1,27 @@
-// comm_mpi: Comm over MPI_COMM_WORLD (train/distributed/distributed.h), and world() / init_distributed().
+// comm_mpi: Comm over MPI_COMM_WORLD (train/distributed/distributed.h), in its own library
+// libsima_mpi (comm_mpi.h), so that a program that never runs under mpirun links without MPI.
 //
 // Every operation is non-blocking underneath (MPI_Iallreduce, MPI_Ibcast, MPI_Ibarrier) and
 // waited for by polling MPI_Test against the SIMA_MPI_TIMEOUT deadline, so a rank whose peer
 // died or hangs ends the job with an error instead of waiting forever. Polling also drives
 // OpenMPI's progress of the outstanding bucket allreduces (it has no progress thread).
+#include "train/distributed/comm_mpi.h"
+
+#include <mpi.h>
+
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "train/distributed/distributed.h"
 
-#ifdef SIMA_HAVE_MPI
-#include <mpi.h>
-#endif
-
 namespace sima {
 
 namespace {
-
-bool launched_by_mpirun() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
-    if (std::getenv(v)) return true;
-  return false;
-}
-
-[[maybe_unused]] int env_world_size() {
-  const char* v = std::getenv("OMPI_COMM_WORLD_SIZE");
-  if (!v) v = std::getenv("PMI_SIZE");
-  return v ? std::atoi(v) : 1;
-}
-
-Comm* g_world = nullptr;
-
-#ifdef SIMA_HAVE_MPI
 
 class CommMpi final : public Comm {
  public:
@@ -122,24 +109,17 @@ void finalize_mpi() {
   if (!finalized) MPI_Finalize();
 }
 
-#endif  // SIMA_HAVE_MPI
-
-}  // namespace
-
-Comm& world() { return g_world ? *g_world : comm_single(); }
-
-void init_distributed(int* argc, char*** argv) {
-  if (g_world || !launched_by_mpirun()) return;
-#ifdef SIMA_HAVE_MPI
+// MPI_Init_thread and the communicator: the backend init_distributed starts under mpirun.
+Comm* start_mpi(int* argc, char*** argv) {
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);  // MPI calls from the main thread only
   std::atexit(finalize_mpi);
   static CommMpi comm;
-  g_world = &comm;
-#else
-  check(env_world_size() <= 1, "launched by mpirun with ", env_world_size(),
-        " ranks, but this build has no MPI (SIMA_MPI=OFF): install libopenmpi-dev and rebuild");
-#endif
+  return &comm;
 }
+
+}  // namespace
+
+void use_mpi() { register_mpi_backend(&start_mpi); }
 
 }  // namespace sima

@@ -69,6 +69,10 @@ Comm& world();
 // initialises MPI, else nothing. A build without MPI launched with more than one rank fails
 // (each copy would train alone and write the same run folder). MPI_Finalize runs at exit.
 void init_distributed(int* argc, char*** argv);
+// The backend init_distributed starts under mpirun: MPI's, registered by use_mpi() from
+// libsima_mpi (train/distributed/comm_mpi.h); none by default, so libsima needs no MPI.
+using MpiStart = Comm* (*)(int* argc, char*** argv);
+void register_mpi_backend(MpiStart start);
 
 // OpenMP threads per rank when OMP_NUM_THREADS is unset: the cores this rank may run on
 // (its affinity mask) divided by the ranks on this machine when they share all of them, so

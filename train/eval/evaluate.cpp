@@ -335,6 +335,9 @@ CheckpointEvalInfo read_checkpoint_eval_info(const std::string& path) {
       check(name.is_string(), path, ": metadata \"classes\" holds a non-string ", name.dump());
       info.classes.push_back(name.get<std::string>());
     }
+    check(int64_t(info.classes.size()) == info.config.num_classes, path, ": metadata \"classes\" names ",
+          info.classes.size(), " classes but the model has ", info.config.num_classes,
+          " outputs (config num_classes): a class list must name every output, in order");
   }
   return info;
 }
@@ -343,10 +346,12 @@ LoadedCheckpoint load_checkpoint_for_eval(const std::string& path, const std::st
                                           const std::string& model_spec) {
   LoadedCheckpoint out;
   if (is_pth_path(path)) {
-    out.model = load_upstream_checkpoint(path, from, model_spec).model;
+    const UpstreamModel up = load_upstream_checkpoint(path, from, model_spec);
+    out.model = up.model;
+    out.note = up.note;
     check_finite_weights(out.model->state_dict(), path, /*saving=*/false);
     out.info.config = out.model->config();
-    out.info.crop_pct = default_crop_pct(out.info.config.img_size);
+    out.info.crop_pct = up.crop_pct;
     // A 1000-class head is ImageNet-1k's: its names, as sima-convert writes them.
     if (out.info.config.num_classes == kImagenetNumClasses) out.info.classes = imagenet_class_names();
     return out;

@@ -82,10 +82,12 @@ CheckpointEvalInfo read_checkpoint_eval_info(const std::string& path);
 // read_checkpoint_eval_info), or a torch.save file of an upstream model (models/pth.h's
 // is_pth_path: .pth / .pt / .bin or zip bytes), converted in memory as sima-convert does
 // (models/upstream.h; `from` and `model_spec` are its --from and --model). An upstream file
-// has no data spec or class names; its crop_pct is default_crop_pct(img_size).
+// has no data spec or class names; its crop_pct is its upstream's (models/upstream.h
+// upstream_crop_pct), and `note` may hold a hint for the user (a timm DeiT imported as softmax).
 struct LoadedCheckpoint {
   std::shared_ptr<Model> model;
   CheckpointEvalInfo info;
+  std::string note;
 };
 LoadedCheckpoint load_checkpoint_for_eval(const std::string& path, const std::string& from = "",
                                           const std::string& model_spec = "");

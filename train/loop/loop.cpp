@@ -157,7 +157,9 @@ void TrainingLoop::after_step(Window& w, double loss, double gnorm, bool skipped
     }
     obj_.step_fields(record);
     log_.log(record);
+    const double rate = w.img_per_s;
     w = Window{};
+    w.img_per_s = rate;  // the window just closed: what the progress line shows until the next one measures
   }
   if (progress_) update_progress(*progress_, pos_, c, steps_per_epoch_, loss, lr, w.img_per_s);
   // A signal reaches the ranks at different moments: stop when any rank has it.

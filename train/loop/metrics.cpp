@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/file_io.h"
 
@@ -83,6 +84,7 @@ void MetricsLog::open(const std::string& dir, int64_t resume_step) {
   check(!ec, dir, ": cannot create the run folder (", ec.message(), ")");
 
   const std::string path = jsonl_path();
+  refuse_symlink(path, "metrics log");  // neither read nor written through a link
   if (resume_step >= 0) {
     // Keep what was logged up to the checkpoint we resume from, rewrite the file with only that.
     std::vector<nlohmann::json> kept;
@@ -99,10 +101,8 @@ void MetricsLog::open(const std::string& dir, int64_t resume_step) {
       if (is_epoch_record(r)) epochs_.push_back(r);
     }
     write_file_atomic(path, text.data(), text.size());
-    out_.open(path, std::ios::out | std::ios::app);
-  } else {
-    out_.open(path, std::ios::out | std::ios::trunc);
   }
+  out_.open(path, std::ios::out | (resume_step >= 0 ? std::ios::app : std::ios::trunc));
   check(out_.is_open(), path, ": cannot open for writing (", std::strerror(errno), ")");
   write_csv();  // fresh: the header only; resumed: the kept epochs
 }

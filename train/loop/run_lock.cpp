@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 
 namespace sima {
@@ -56,7 +57,9 @@ bool holder_alive(const std::string& note) {
 
 RunLock::RunLock(const std::string& dir) : path_(dir + "/run.lock") {
   // O_CLOEXEC: a child process (gnuplot for curves.png) must not inherit, and so keep, the lock.
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // O_NOFOLLOW (open_no_follow): a run.lock that is a symbolic link is refused by name, never
+  // followed, or the note below would overwrite the file it points at.
+  fd_ = open_no_follow(path_, O_RDWR | O_CREAT, "run folder's lock file");
   check(fd_ >= 0, path_, ": cannot open the run folder's lock file (", std::strerror(errno), ")");
   // A run killed a moment ago can leave a child that holds the lock a few ms longer: one forked
   // to run gnuplot keeps every descriptor until its exec (which closes this one, opened

@@ -160,7 +160,7 @@ int64_t DinoObjective::setup_data(Comm& comm) {
   // A validation split is held out of pretraining too (its images are for choosing settings).
   if (c.data.validation > 0)
     train_raw_ = holdout_split(train_raw_, c.data.validation, uint64_t(c.data.validation_seed)).train;
-  if (c.data.train_subset > 0) train_raw_ = random_subset(train_raw_, c.data.train_subset, uint64_t(c.train.seed));
+  if (c.data.train_subset > 0) train_raw_ = random_subset(train_raw_, c.data.train_subset, uint64_t(c.train.seed), "data.train_subset");
   classes_ = class_names(spec_, c.model.num_classes);
   const MultiCropOptions mo = dino_multicrop_options(c);
   auto views = std::make_shared<MultiViewTransformedDataset>(train_raw_, dino_multiview_transform(mo));

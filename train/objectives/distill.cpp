@@ -13,8 +13,10 @@
 #include "core/file_io.h"
 #include "core/ops.h"
 #include "models/checkpoint.h"
+#include "models/pth.h"
 #include "models/quantized.h"
 #include "models/safetensors.h"
+#include "train/eval/evaluate.h"
 
 namespace sima {
 
@@ -103,13 +105,19 @@ DistillTeacher::DistillTeacher(const std::string& path, const ModelConfig& stude
         "configs/quickstart.json writes runs/quickstart/best.safetensors)");
   std::map<std::string, std::string> meta;
   try {
-    check(!is_quantized_checkpoint(read_safetensors_metadata(path)), path,
-          " is a quantized checkpoint (int8 weights, sima-convert --quantize): training needs float32 weights; "
-          "give the float32 checkpoint it was made from");
     bytes_ = file_size(path);
     crc32_ = file_crc32(path);
-    model_ = load_checkpoint(path);
-    meta = read_safetensors_metadata(path);
+    if (is_pth_path(path)) {  // an upstream torch.save file, through sima-eval's reader and allow-list
+      const LoadedCheckpoint loaded = load_checkpoint_for_eval(path);
+      model_ = loaded.model;
+      if (!loaded.info.classes.empty()) meta["classes"] = json(loaded.info.classes).dump();
+    } else {
+      check(!is_quantized_checkpoint(read_safetensors_metadata(path)), path,
+            " is a quantized checkpoint (int8 weights, sima-convert --quantize): training needs float32 weights; "
+            "give the float32 checkpoint it was made from");
+      model_ = load_checkpoint(path);
+      meta = read_safetensors_metadata(path);
+    }
   } catch (const Error& e) {
     fail("distill.teacher: ", e.what());
   }

@@ -119,14 +119,26 @@ struct HeatmapOptions {
   Colormap colormap = Colormap::Jet;
   float alpha = 0.5f;
   bool raw = false;             // also <name>_<map>_raw.png, 16-bit grey [0, 1]
-  int64_t scale = 1;            // overlays and panel written this many times larger (nearest
-                                // neighbour: each pixel a scale x scale block), for small images
+  int64_t scale = 0;            // overlays and panel written this many times larger (nearest
+                                // neighbour: each pixel a scale x scale block); 0 = auto_scale
   std::string out_dir = ".";
   double crop_pct = 1.0;        // the checkpoint's eval crop
   bool predict = true;          // report the predicted class (not for a DINO backbone's untrained head)
   bool foreground = false;      // report foreground_mass above foreground_threshold
   float foreground_threshold = 0.f;
 };
+
+// The default scale (HeatmapOptions::scale 0): small images are drawn about kHeatmapTargetHeight
+// pixels tall, so a 28 x 28 Fashion-MNIST panel is 224 pixels tall (factor 8); an image
+// kHeatmapTargetHeight / 2 pixels tall or more stays as it is. At most 32.
+constexpr int64_t kHeatmapTargetHeight = 224;
+int64_t auto_scale(int64_t image_height);
+
+// The memory a heatmap keeps per pixel of its image at `scale` (the decoded image, the RGB and
+// grey copies, a map, an overlay and a panel column per map, the enlarged copies written):
+// read_image refuses, from the header, an image whose pixels times this exceed the memory
+// limit (data/image_io.h image_pixel_limit), as the training and eval readers refuse theirs.
+int64_t heatmap_bytes_per_pixel(int64_t scale);
 
 // Reads `path`, makes the model's input with eval_transform(input, options.crop_pct) (`input`:
 // the model config with the checkpoint's normalisation, CheckpointEvalInfo.config), runs the

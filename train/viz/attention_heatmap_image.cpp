@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/memory_limit.h"
 #include "core/rng.h"
 #include "data/functional.h"
 #include "data/image_io.h"
@@ -186,8 +187,8 @@ Image enlarged(const Image& img, int64_t k) {
 }
 
 // The image file as read (errors name the file), without its alpha plane.
-Image read_without_alpha(const std::string& path) {
-  Image img = read_image(path, 0);
+Image read_without_alpha(const std::string& path, int64_t bytes_per_pixel) {
+  Image img = read_image(path, 0, bytes_per_pixel);
   if (img.channels == 2 || img.channels == 4) {  // drop alpha (the planes come last in CHW)
     img.channels -= 1;
     img.data.resize(static_cast<size_t>(img.numel()));
@@ -234,8 +235,8 @@ nlohmann::json draw_map(const std::string& m, const std::vector<float>& grid, co
 
 // Writes every image into opt.out_dir (the 8-bit ones opt.scale times larger), each file
 // atomically; returns their paths.
-nlohmann::json write_heatmap_images(const HeatmapImages& images, const HeatmapOptions& opt) {
-  check(opt.scale >= 1, "heatmap scale must be at least 1, got ", opt.scale);
+nlohmann::json write_heatmap_images(const HeatmapImages& images, const HeatmapOptions& opt, int64_t scale) {
+  check(scale >= 1, "heatmap scale must be at least 1, got ", scale);
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   check(fs::is_directory(opt.out_dir), "cannot create the output folder ", opt.out_dir,
@@ -243,7 +244,7 @@ nlohmann::json write_heatmap_images(const HeatmapImages& images, const HeatmapOp
   nlohmann::json files = nlohmann::json::array();
   for (auto& [file, im] : images.pngs) {
     const std::string out = (fs::path(opt.out_dir) / file).string();
-    write_png(out, enlarged(im, opt.scale));
+    write_png(out, enlarged(im, scale));
     files.push_back(out);
   }
   for (auto& [file, im] : images.pngs16) {
@@ -262,7 +263,14 @@ nlohmann::json make_heatmaps(Model& model, const ModelConfig& input, const std::
   check(which == "q" || which == "k" || which == "both" || which == "cls", "heatmaps: which '", which,
         "' is not one of: q, k, both, cls");
   check(opt.alpha >= 0.f && opt.alpha <= 1.f, "heatmaps: alpha ", opt.alpha, " is not in [0, 1]");
-  const Image img = read_without_alpha(path);
+  check(opt.scale >= 0 && opt.scale <= 32, "heatmaps: scale ", opt.scale, " is not in 0..32 (0 = auto)");
+  // With the auto scale the header is checked at factor 1 (what an image kHeatmapTargetHeight / 2
+  // pixels tall or more gets); a smaller image is checked again below at its own factor.
+  const Image img = read_without_alpha(path, heatmap_bytes_per_pixel(opt.scale > 0 ? opt.scale : 1));
+  const int64_t scale = opt.scale > 0 ? opt.scale : auto_scale(img.height);
+  check(img.numel() / img.channels * heatmap_bytes_per_pixel(scale) <= memory_limit_bytes(), path, ": ", img.width, "x",
+        img.height, " pixels drawn ", scale, " times larger need more than the memory limit ",
+        memory_limit_description(), "; give a smaller --scale");
   Image x_img;
   try {
     Generator unused(0);  // the eval transform draws nothing
@@ -305,8 +313,20 @@ nlohmann::json make_heatmaps(Model& model, const ModelConfig& input, const std::
     j["maps"][m] = draw_map(m, grid, tg, g, rgb, grey, name, opt, j, panel, images);
   }
   images.pngs.emplace_back(name + "_panel.png", side_by_side(panel));
-  j["files"] = write_heatmap_images(images, opt);
+  j["scale"] = scale;
+  j["files"] = write_heatmap_images(images, opt, scale);
   return j;
+}
+
+int64_t auto_scale(int64_t image_height) {
+  return std::clamp<int64_t>(kHeatmapTargetHeight / std::max<int64_t>(1, image_height), 1, 32);
+}
+
+int64_t heatmap_bytes_per_pixel(int64_t scale) {
+  // 160: the image and its copies (up to 16 + 12 + 4 bytes), per map 4 (map) + 12 (overlay) +
+  // 12 (panel) + 4 (raw), the panel's own 12 per column, stb's buffer; 48 per enlarged pixel:
+  // the enlarged panel (36: three columns of RGB floats) and its 8-bit PNG rows.
+  return 160 + 48 * scale * scale;
 }
 
 // ---- which files ----------------------------------------------------------------------

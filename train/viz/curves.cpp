@@ -7,6 +7,7 @@
 #include "train/viz/curves.h"
 
 #include "core/durable_file.h"
+#include "core/error.h"
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -250,7 +251,15 @@ std::string render_curves(const std::string& csv_path, const std::string& png_pa
 
   // "<png>.tmp.<pid>" like every atomic write, so a run killed while gnuplot draws leaves a
   // temporary that the next start of the run removes (core/durable_file.h).
+  // The temporary is created here, exclusively and not through a link, for gnuplot to fill; a
+  // curves.png that is a symbolic link is refused (core/durable_file.h).
   const std::string tmp_png = temp_path_for(png_path);
+  try {
+    refuse_symlink(png_path, "curves image");
+    ::close(create_temp_file(png_path));
+  } catch (const Error& e) {
+    return std::string("no curves: ") + e.what();
+  }
   const std::string script = make_temp_file("gp"), errors = make_temp_file("err");
   auto cleanup = [&] {
     std::error_code ec;
