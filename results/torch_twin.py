@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch twin of `sima-train` for the CvT recipe of configs/paper/cvt_sima.json (issue 21).
+"""PyTorch twin of `sima-train` for the CvT recipe of configs/paper/cvt_sima.json.
 
 The same model, data and recipe trained by PyTorch (Debian's python3-torch) instead of sima.cpp,
 to show that the framework reaches the same accuracy at convergence and to time it against a
