@@ -50,8 +50,9 @@ struct AttentionVariant {
   std::vector<AttentionOptionSpec> options;  // the model.attention keys it reads besides "type"
   AttentionTraits traits;
   // The parameters the module adds to qkv and proj (XCA's temperature, linformer's E and F,
-  // ...), counted from the options as its constructor makes them: the memory budget and
-  // `sima-bench` count a model with it (models/budget.cpp). Null: none.
+  // ...), counted from the options as its constructor makes them: the memory budget counts a
+  // model's parameters with it before building the model (count_parameters, models/budget.h).
+  // Null: none.
   std::function<double(const AttentionOptions&)> extra_parameters;
 
   const AttentionOptionSpec* option(const std::string& key) const;  // null when it does not read `key`
