@@ -1,7 +1,7 @@
 // Parameter and activation sizes of DeiT, XCiT and CvT from their configs (see budget.h).
 // Each count mirrors the constructor it stands for: models/deit.cpp, models/xcit.cpp with
 // models/xcit_blocks.cpp, models/cvt.cpp with models/cvt_attention.cpp, and the attention
-// variants of nn/attention/ (their extra parameters below).
+// variants of nn/attention/ (the parameters each adds: its row's extra_parameters, variants.cpp).
 #include "models/budget.h"
 
 #include <algorithm>
@@ -22,29 +22,10 @@ double layer_norm(double d) { return 2 * d; }
 double mlp_hidden(int64_t dim, float ratio) { return pos(static_cast<int64_t>(static_cast<float>(dim) * ratio)); }
 double mlp(int64_t dim, float ratio) { const double h = mlp_hidden(dim, ratio); return linear(pos(dim), h) + linear(h, pos(dim)); }
 
-// The parameters a variant adds to qkv / proj (nn/attention/*.cpp constructors).
-double variant_extra(const AttentionOptions& o) {
-  const double D = pos(o.dim), h = pos(o.num_heads), d = o.num_heads > 0 ? pos(o.dim / o.num_heads) : 0.0;
-  const std::string& v = o.variant;
-  if (v == "xca") return h;  // temperature (h, 1, 1)
-  if (v == "relu")
-    return (o.qk_norm ? 2 * (d + (o.qk_norm_bias ? d : 0.0)) : 0.0) + (o.gate ? linear(D, D) : 0.0);
-  if (v == "soft")
-    return (o.v_conv > 0 ? h * pos(o.v_conv) * pos(o.v_conv) : 0.0) +  // depthwise Conv2d(h, h, k), no bias
-           (o.bottleneck == "conv" ? d * d * pos(o.sr) * pos(o.sr) + layer_norm(d) : 0.0);
-  if (v == "nystromformer") return o.conv_kernel_size > 0 ? h * pos(o.conv_kernel_size) : 0.0;
-  if (v == "linformer") {
-    const double k = o.proj_len > 0 ? pos(o.proj_len) : std::max(1.0, double(o.num_tokens / 4));
-    const double one = (o.sharing == "none" ? h : 1.0) * k * pos(o.num_tokens);
-    return o.sharing == "kv" ? one : 2 * one;
-  }
-  return 0.0;  // softmax, sima, linear_elu, cosformer, efficient; performer's features are buffers
-}
-
 double attention(const AttentionOptions& o) {
   const double D = pos(o.dim);
   const double qkv_outputs = attention_variant(o.variant, "model").traits.shares_qk ? 2 : 3;
-  return (o.projections ? linear(D, qkv_outputs * D, o.qkv_bias) + linear(D, D) : 0.0) + variant_extra(o);
+  return (o.projections ? linear(D, qkv_outputs * D, o.qkv_bias) + linear(D, D) : 0.0) + attention_extra_parameters(o);
 }
 
 AttentionOptions trunk_options(const ModelConfig& c, int64_t dim, int64_t heads, int64_t tokens) {
@@ -126,7 +107,7 @@ double cvt_parameters(const ModelConfig& c) {
 
 // Per block: tokens · (10 · width + 2 · hidden) floats, plus 2 · heads · tokens² for N × N maps.
 double block_activations(double tokens, int64_t width, float ratio, double heads, const std::string& variant) {
-  const bool quadratic = variant == "softmax" || variant == "relu";
+  const bool quadratic = attention_variant(variant, "model").traits.token_maps;
   return tokens * (10 * pos(width) + 2 * mlp_hidden(width, ratio)) + (quadratic ? 2 * heads * tokens * tokens : 0.0);
 }
 

@@ -1,4 +1,4 @@
-// Upstream checkpoints (PyTorch state dicts) -> sima.cpp models (issue 23); the reverse is models/upstream_export.h.
+// Upstream checkpoints (PyTorch state dicts) -> sima.cpp models; the reverse is models/upstream_export.h.
 //
 //   layout     from                                          our model
 //   official   UCDvision/sima sima.py (XCiT-SimA), usually   XCiT, attention sima

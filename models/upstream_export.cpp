@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "nn/attention/variants.h"
 
 namespace sima {
 
@@ -36,7 +37,9 @@ void check_fixed_fields(const ModelConfig& c, const std::string& to, std::string
   if (c.arch != "xcit") return;
   need(c.patch_size == 8 || c.patch_size == 16, "patch_size " + std::to_string(c.patch_size) +
                                                     ": the upstream ConvPatchEmbed has patch 8 or 16 only");
-  const std::string cls = c.cls_attn_variant.empty() ? (c.attention.variant == "sima" ? "sima" : "softmax") : c.cls_attn_variant;
+  const std::string cls =  // "": the form the variant's row pairs with it, as XCiT builds it
+      c.cls_attn_variant.empty() ? attention_variant(c.attention.variant, "model").traits.class_attention
+                                 : c.cls_attn_variant;
   const std::string want = to == "official" ? "sima" : "softmax";
   need(cls == want, "cls_attn_variant " + cls + ": the " + to + " class attention is the " + want + " form");
   if (to != "official") return;

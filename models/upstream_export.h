@@ -1,4 +1,4 @@
-// sima.cpp models -> upstream PyTorch checkpoints (issue 23), the inverse of models/upstream.h:
+// sima.cpp models -> upstream PyTorch checkpoints, the inverse of models/upstream.h:
 // a .pth the upstream model code loads with load_state_dict(strict=True) and runs to our logits.
 //
 //   --to       our model (config)                               written as

@@ -11,8 +11,10 @@ training subset, evaluation subset, validation split, batch order, crop offsets 
   crop_flip_draws      data/loader.cpp: sample `index` of epoch `epoch` draws from its own
                        Xoshiro(hash_seed(seed, "sampl", epoch, index)); train/config/transforms_factory.cpp's
                        random_crop draws top, then left (when padded), horizontal_flip a uniform
-Checked against sima.cpp: tests/results/torch_twin_smoke.sh (the evaluation subsets and the
-validation split give sima-train's top-1 and loss) and the twin's step losses from sima.cpp's
+Checked against sima.cpp: tests/train/test_sima_rng_twin.cpp (ctest train.test_sima_rng_twin)
+compares the generator's draws, the epoch orders, the per-sample seeds, the subsets and the split
+with the C++ functions they port; tests/results/torch_twin_smoke.sh (the evaluation subsets and
+the validation split give sima-train's top-1 and loss) and the twin's step losses from sima.cpp's
 initial weights (--init-from).
 """
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch twin of `sima-train` for the CvT recipe of configs/paper/cvt_sima.json (issue 21).
+"""PyTorch twin of `sima-train` for the CvT recipe of configs/paper/cvt_sima.json.
 
 The same model, data and recipe trained by PyTorch (Debian's python3-torch) instead of sima.cpp,
 to show that the framework reaches the same accuracy at convergence and to time it against a
@@ -32,6 +32,8 @@ The config: every key of sima.cpp's schema (train/config/experiment_config.h, mo
 here. A key the twin reads (READ) may take any valid value; a key that cannot change the numbers
 of this recipe (NO_EFFECT) is accepted and ignored; every other known key must keep sima.cpp's
 default value (DEFAULTS) and an unknown key is refused: the twin never trains another recipe.
+DEFAULTS must be sima.cpp's: ctest results.twin_defaults (tests/results/test_twin_defaults.py)
+compares each with what `sima-train --check` resolves and fails when one differs.
 
 Matched exactly (same definitions as sima.cpp):
   - the model, layer for layer (tests/bench/cvt_peer.py: CvT, conv projections + BatchNorm,

@@ -46,6 +46,56 @@ inline void affine_row(const float* x, float* y, int64_t n, float m, float rs, c
 }  // namespace
 
 // ---- layer_norm ---------------------------------------------------------------
+
+namespace {
+
+// One row of C: its mean and rstd = 1/sqrt(var + eps) into *m, *rs, and y = x̂·w + b.
+inline void layer_norm_row(const float* xr, float* yr, int64_t C, float eps, const float* pw, const float* pb,
+                           float* m_out, float* rs_out) {
+  float s = 0.f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t c = 0; c < C; ++c) s += xr[c];
+  const float m = s / C;
+  float v = 0.f;  // second pass over the (cached) row: no cancellation in E[x²] − μ²
+#pragma omp simd reduction(+ : v)
+  for (int64_t c = 0; c < C; ++c) v += (xr[c] - m) * (xr[c] - m);
+  const float rs = 1.f / std::sqrt(v / C + eps);
+  *m_out = m;
+  *rs_out = rs;
+  affine_row(xr, yr, C, m, rs, pw, pb);
+}
+
+// The backward of rows [r0, r1): dx per row (formula at the top of the file) into pdx (null:
+// not wanted), and Σ g·x̂, Σ g over those rows added into pdw, pdb (null: not wanted).
+void layer_norm_backward_rows(const float* px, const float* pg, const float* pw, const float* pm, const float* pr,
+                              int64_t r0, int64_t r1, int64_t C, float* pdx, float* pdw, float* pdb) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float *xr = px + r * C, *gr = pg + r * C;
+    const float m = pm[r], rs = pr[r];
+    if (pdw)
+      for (int64_t c = 0; c < C; ++c) {
+        pdw[c] += gr[c] * (xr[c] - m) * rs;
+        pdb[c] += gr[c];
+      }
+    if (!pdx) continue;
+    float sg = 0.f, sgx = 0.f;  // Σ ĝ, Σ ĝ·x̂
+#pragma omp simd reduction(+ : sg, sgx)
+    for (int64_t c = 0; c < C; ++c) {
+      const float gh = pw ? gr[c] * pw[c] : gr[c];
+      sg += gh;
+      sgx += gh * (xr[c] - m) * rs;
+    }
+    const float mg = sg / C, mgx = sgx / C;
+    float* dr = pdx + r * C;
+    for (int64_t c = 0; c < C; ++c) {
+      const float gh = pw ? gr[c] * pw[c] : gr[c];
+      dr[c] = rs * (gh - mg - (xr[c] - m) * rs * mgx);
+    }
+  }
+}
+
+}  // namespace
+
 // x (..., C) seen as R rows of C; weight, bias (C) or undefined; y like x.
 // Saved for backward: x, weight, and per row mean (R) and rstd = 1/sqrt(var + eps) (R).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
@@ -58,20 +108,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   const float *px = x.data(), *pw = data_or_null(weight), *pb = data_or_null(bias);
   float *py = y.data(), *pm = mean.data(), *pr = rstd.data();
   parallel_for(R, grain_for(kGrainRows, C), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = px + r * C;
-      float s = 0.f;
-#pragma omp simd reduction(+ : s)
-      for (int64_t c = 0; c < C; ++c) s += xr[c];
-      const float m = s / C;
-      float v = 0.f;  // second pass over the (cached) row: no cancellation in E[x²] − μ²
-#pragma omp simd reduction(+ : v)
-      for (int64_t c = 0; c < C; ++c) v += (xr[c] - m) * (xr[c] - m);
-      const float rs = 1.f / std::sqrt(v / C + eps);
-      pm[r] = m;
-      pr[r] = rs;
-      affine_row(xr, py + r * C, C, m, rs, pw, pb);
-    }
+    for (int64_t r = r0; r < r1; ++r) layer_norm_row(px + r * C, py + r * C, C, eps, pw, pb, pm + r, pr + r);
   });
 
   if (needs_grad(x, weight, bias))
@@ -79,44 +116,20 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
                    [xs = x.detach(), ws = weight.defined() ? weight.detach() : Tensor(), mean, rstd,
                     rx = x.requires_grad(), rw = weight.requires_grad(),
                     rb = bias.requires_grad()](const Tensor& g) -> Grads {
-      // g (R, C) -> dx (R, C), dw (C), db (C). dx per row (formula at the top of the file);
-      // dw, db are sums over rows: each chunk of rows sums into its own partial row, and the
+      // g (R, C) -> dx (R, C), dw (C), db (C) (derivation: docs/derivations.md §1). dw, db
+      // are sums over rows: each chunk of rows sums into its own partial row, and the
       // partials are added in a fixed order (deterministic at a given thread count).
       const int64_t C = xs.size(-1), R = C ? xs.numel() / C : 0;
       const bool want_wb = rw || rb;
       const int64_t chunks = std::clamp<int64_t>(R * C / kGrainRows, 1, num_threads());
       Tensor dx = rx ? empty(xs.shape()) : Tensor();
       Tensor part = want_wb ? zeros({chunks, 2, C}) : Tensor();  // [chunk][dw, db][C]
-      const float *px = xs.data(), *pg = g.data(), *pw = data_or_null(ws);
-      const float *pm = mean.data(), *pr = rstd.data();
-      float* pdx = rx ? dx.data() : nullptr;
       float* pp = want_wb ? part.data() : nullptr;
       parallel_for(chunks, 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           float *pdw = want_wb ? pp + t * 2 * C : nullptr, *pdb = want_wb ? pdw + C : nullptr;
-          for (int64_t r = R * t / chunks, r1 = R * (t + 1) / chunks; r < r1; ++r) {
-            const float *xr = px + r * C, *gr = pg + r * C;
-            const float m = pm[r], rs = pr[r];
-            if (want_wb)
-              for (int64_t c = 0; c < C; ++c) {
-                pdw[c] += gr[c] * (xr[c] - m) * rs;
-                pdb[c] += gr[c];
-              }
-            if (!rx) continue;
-            float sg = 0.f, sgx = 0.f;  // Σ ĝ, Σ ĝ·x̂
-#pragma omp simd reduction(+ : sg, sgx)
-            for (int64_t c = 0; c < C; ++c) {
-              const float gh = pw ? gr[c] * pw[c] : gr[c];
-              sg += gh;
-              sgx += gh * (xr[c] - m) * rs;
-            }
-            const float mg = sg / C, mgx = sgx / C;
-            float* dr = pdx + r * C;
-            for (int64_t c = 0; c < C; ++c) {
-              const float gh = pw ? gr[c] * pw[c] : gr[c];
-              dr[c] = rs * (gh - mg - (xr[c] - m) * rs * mgx);
-            }
-          }
+          layer_norm_backward_rows(xs.data(), g.data(), data_or_null(ws), mean.data(), rstd.data(), R * t / chunks,
+                                   R * (t + 1) / chunks, C, rx ? dx.data() : nullptr, pdw, pdb);
         }
       });
       Tensor dw = rw ? zeros({C}) : Tensor(), db = rb ? zeros({C}) : Tensor();
@@ -219,6 +232,74 @@ Tensor batch_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias
 
 }  // namespace
 
+namespace {
+
+// x (B, C, *) as B·C planes of HW values; channel c owns planes b·C + c.
+struct ChannelPlanes {
+  int64_t B, C, HW;
+  int64_t plane(int64_t b, int64_t c) const { return (b * C + c) * HW; }
+};
+
+// Channel c's (μ, σ⁻¹): from the batch in training (double sums: N = B·H·W can be 10⁵ and
+// more; the running stats updated with the unbiased variance, as PyTorch), else the running stats.
+void batch_norm_channel_stats(const ChannelPlanes& P, const float* px, int64_t c, bool training, float momentum,
+                              float eps, float* prm, float* prv, float* m_out, float* rs_out) {
+  if (!training) {
+    *m_out = prm[c];
+    *rs_out = 1.f / std::sqrt(prv[c] + eps);
+    return;
+  }
+  const int64_t N = P.B * P.HW;
+  double s = 0.0, v = 0.0;
+  for (int64_t b = 0; b < P.B; ++b) {
+    const float* xp = px + P.plane(b, c);
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < P.HW; ++j) s += xp[j];
+  }
+  const double md = s / N;
+  for (int64_t b = 0; b < P.B; ++b) {
+    const float* xp = px + P.plane(b, c);
+#pragma omp simd reduction(+ : v)
+    for (int64_t j = 0; j < P.HW; ++j) v += (xp[j] - md) * (xp[j] - md);
+  }
+  *m_out = static_cast<float>(md);
+  *rs_out = static_cast<float>(1.0 / std::sqrt(v / N + eps));
+  if (prm) {
+    prm[c] = (1.f - momentum) * prm[c] + momentum * *m_out;
+    prv[c] = (1.f - momentum) * prv[c] + momentum * static_cast<float>(v / (N - 1));
+  }
+}
+
+// Channel c's backward (derivation: docs/derivations.md §2): Σ g, Σ g·x̂ into *sg, *sgx, then,
+// when pd is given, training: dx = σ⁻¹(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)) (μ, σ depend on x);
+// eval: dx = σ⁻¹·ĝ (μ, σ are constants: the op is a per-channel affine map).
+void batch_norm_channel_backward(const ChannelPlanes& P, const float* px, const float* pg, int64_t c, float m,
+                                 float rs, float wc, bool training, double* sg_out, double* sgx_out, float* pd) {
+  const int64_t N = P.B * P.HW;
+  double sg = 0.0, sgx = 0.0;  // Σ g, Σ g·x̂ over the channel
+  for (int64_t b = 0; b < P.B; ++b) {
+    const float *xp = px + P.plane(b, c), *gp = pg + P.plane(b, c);
+#pragma omp simd reduction(+ : sg, sgx)
+    for (int64_t j = 0; j < P.HW; ++j) {
+      sg += gp[j];
+      sgx += gp[j] * (xp[j] - m) * rs;
+    }
+  }
+  *sg_out = sg;
+  *sgx_out = sgx;
+  if (!pd) return;
+  // ĝ = g·w, so mean(ĝ) = w·Σg/N and mean(ĝ·x̂) = w·Σg·x̂/N.
+  const float mg = training ? static_cast<float>(wc * sg / N) : 0.f;
+  const float mgx = training ? static_cast<float>(wc * sgx / N) : 0.f;
+  for (int64_t b = 0; b < P.B; ++b) {
+    const float *xp = px + P.plane(b, c), *gp = pg + P.plane(b, c);
+    float* dp = pd + P.plane(b, c);
+    for (int64_t j = 0; j < P.HW; ++j) dp[j] = rs * (gp[j] * wc - mg - (xp[j] - m) * rs * mgx);
+  }
+}
+
+}  // namespace
+
 // x (B, C, *) seen as B·C planes of HW = prod(*) values; channel c owns planes b·C + c,
 // N = B·HW values. weight, bias, running_mean, running_var (C) or undefined.
 // Per channel: (μ, σ⁻¹) from the batch (training, biased var) or the running stats (eval);
@@ -227,7 +308,8 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                     const Tensor& running_mean, const Tensor& running_var, bool training,
                     float momentum, float eps) {
   check(x.dim() >= 2, "batch_norm2d: input must be (B, C, H, W) or (B, C), got shape ", x.shape());
-  const int64_t B = x.size(0), C = x.size(1), HW = prod(x.shape(), 2, x.dim()), N = B * HW;
+  const ChannelPlanes P{x.size(0), x.size(1), prod(x.shape(), 2, x.dim())};
+  const int64_t C = P.C, N = P.B * P.HW;
   check_param("batch_norm2d", "weight", weight, C, x.shape());
   check_param("batch_norm2d", "bias", bias, C, x.shape());
   check_param("batch_norm2d", "running_mean", running_mean, C, x.shape());
@@ -241,84 +323,39 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
 
   float* prm = running_mean.defined() ? running_mean.data() : nullptr;
   float* prv = running_var.defined() ? running_var.data() : nullptr;
-  if (HW == 1) return batch_norm_rows(x, weight, bias, prm, prv, training, momentum, eps);
+  if (P.HW == 1) return batch_norm_rows(x, weight, bias, prm, prv, training, momentum, eps);
   Tensor y = empty(x.shape()), mean = empty({C}), rstd = empty({C});
   const float *px = x.data(), *pw = data_or_null(weight), *pb = data_or_null(bias);
   float *py = y.data(), *pm = mean.data(), *pr = rstd.data();
   parallel_for(C, grain_for(kGrainRows, N), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      float m, rs;
-      if (training) {  // double sums: N = B·H·W can be 10⁵ and more
-        double s = 0.0, v = 0.0;
-        for (int64_t b = 0; b < B; ++b) {
-          const float* xp = px + (b * C + c) * HW;
-#pragma omp simd reduction(+ : s)
-          for (int64_t j = 0; j < HW; ++j) s += xp[j];
-        }
-        const double md = s / N;
-        for (int64_t b = 0; b < B; ++b) {
-          const float* xp = px + (b * C + c) * HW;
-#pragma omp simd reduction(+ : v)
-          for (int64_t j = 0; j < HW; ++j) v += (xp[j] - md) * (xp[j] - md);
-        }
-        m = static_cast<float>(md);
-        rs = static_cast<float>(1.0 / std::sqrt(v / N + eps));
-        if (prm) {  // running stats take the unbiased variance, as PyTorch
-          prm[c] = (1.f - momentum) * prm[c] + momentum * m;
-          prv[c] = (1.f - momentum) * prv[c] + momentum * static_cast<float>(v / (N - 1));
-        }
-      } else {
-        m = prm[c];
-        rs = 1.f / std::sqrt(prv[c] + eps);
-      }
-      pm[c] = m;
-      pr[c] = rs;
+      batch_norm_channel_stats(P, px, c, training, momentum, eps, prm, prv, pm + c, pr + c);
       // Per channel w and b are scalars: fold them into the affine map of every plane.
-      const float wc = pw ? pw[c] : 1.f, bc = pb ? pb[c] : 0.f;
-      for (int64_t b = 0; b < B; ++b) {
-        const float* xp = px + (b * C + c) * HW;
-        float* yp = py + (b * C + c) * HW;
-        for (int64_t j = 0; j < HW; ++j) yp[j] = (xp[j] - m) * rs * wc + bc;
+      const float m = pm[c], rs = pr[c], wc = pw ? pw[c] : 1.f, bc = pb ? pb[c] : 0.f;
+      for (int64_t b = 0; b < P.B; ++b) {
+        const float* xp = px + P.plane(b, c);
+        float* yp = py + P.plane(b, c);
+        for (int64_t j = 0; j < P.HW; ++j) yp[j] = (xp[j] - m) * rs * wc + bc;
       }
     }
   });
 
   if (needs_grad(x, weight, bias))
     attach_grad_fn(y, "batch_norm2d", {x, weight, bias},
-                   [xs = x.detach(), ws = weight.defined() ? weight.detach() : Tensor(), mean, rstd,
+                   [xs = x.detach(), ws = weight.defined() ? weight.detach() : Tensor(), mean, rstd, P,
                     training, rx = x.requires_grad(), rw = weight.requires_grad(),
                     rb = bias.requires_grad()](const Tensor& g) -> Grads {
       // g (B, C, *) -> dx (B, C, *), dw (C), db (C), per channel in parallel.
-      // training: dx = σ⁻¹(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)) (μ, σ depend on x).
-      // eval:     dx = σ⁻¹·ĝ (μ, σ are constants: the op is a per-channel affine map).
-      const int64_t B = xs.size(0), C = xs.size(1), HW = prod(xs.shape(), 2, xs.dim()), N = B * HW;
       Tensor dx = rx ? empty(xs.shape()) : Tensor();
-      Tensor dw = rw ? empty({C}) : Tensor(), db = rb ? empty({C}) : Tensor();
-      const float *px = xs.data(), *pg = g.data(), *pw = data_or_null(ws);
-      const float *pm = mean.data(), *pr = rstd.data();
-      parallel_for(C, grain_for(kGrainRows, N), [&](int64_t c0, int64_t c1) {
+      Tensor dw = rw ? empty({P.C}) : Tensor(), db = rb ? empty({P.C}) : Tensor();
+      const float *pw = data_or_null(ws), *pm = mean.data(), *pr = rstd.data();
+      parallel_for(P.C, grain_for(kGrainRows, P.B * P.HW), [&](int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) {
-          const float m = pm[c], rs = pr[c], wc = pw ? pw[c] : 1.f;
-          double sg = 0.0, sgx = 0.0;  // Σ g, Σ g·x̂ over the channel
-          for (int64_t b = 0; b < B; ++b) {
-            const float *xp = px + (b * C + c) * HW, *gp = pg + (b * C + c) * HW;
-#pragma omp simd reduction(+ : sg, sgx)
-            for (int64_t j = 0; j < HW; ++j) {
-              sg += gp[j];
-              sgx += gp[j] * (xp[j] - m) * rs;
-            }
-          }
+          double sg, sgx;
+          batch_norm_channel_backward(P, xs.data(), g.data(), c, pm[c], pr[c], pw ? pw[c] : 1.f, training, &sg, &sgx,
+                                      rx ? dx.data() : nullptr);
           if (rw) dw.data()[c] = static_cast<float>(sgx);
           if (rb) db.data()[c] = static_cast<float>(sg);
-          if (!rx) continue;
-          // ĝ = g·w, so mean(ĝ) = w·Σg/N and mean(ĝ·x̂) = w·Σg·x̂/N.
-          const float mg = training ? static_cast<float>(wc * sg / N) : 0.f;
-          const float mgx = training ? static_cast<float>(wc * sgx / N) : 0.f;
-          for (int64_t b = 0; b < B; ++b) {
-            const float *xp = px + (b * C + c) * HW, *gp = pg + (b * C + c) * HW;
-            float* dp = dx.data() + (b * C + c) * HW;
-            for (int64_t j = 0; j < HW; ++j) dp[j] = rs * (gp[j] * wc - mg - (xp[j] - m) * rs * mgx);
-          }
         }
       });
       return {dx, dw, db};

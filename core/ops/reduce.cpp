@@ -91,122 +91,130 @@ double sum_run(const float* p, int64_t n, double c) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+// x's dimensions coalesced into groups, outer to inner: neighbours that are both reduced or
+// both kept merge, size-1 dimensions drop out.
+struct Groups {
+  int m = 0;
+  int64_t size[kMaxDims], stride[kMaxDims];
+  bool reduced[kMaxDims];
+  std::vector<int64_t> roff{0};  // offsets of every combination of the outer reduced groups
+
+  Groups(const Shape& s, const ReduceDims& rd) {
+    for (int i = 0; i < s.ndim(); ++i) {
+      if (s[i] == 1) continue;
+      if (m > 0 && reduced[m - 1] == rd.reduced[i]) {
+        size[m - 1] *= s[i];
+      } else {
+        size[m] = s[i];
+        reduced[m] = rd.reduced[i];
+        ++m;
+      }
+    }
+    int64_t st = 1;
+    for (int g = m - 1; g >= 0; --g) {
+      stride[g] = st;
+      st *= size[g];
+    }
+    for (int g = 0; g < outer(); ++g) {  // an odometer, outer to inner
+      if (!reduced[g]) continue;
+      std::vector<int64_t> next;
+      next.reserve(roff.size() * size[g]);
+      for (int64_t base : roff)
+        for (int64_t i = 0; i < size[g]; ++i) next.push_back(base + i * stride[g]);
+      roff.swap(next);
+    }
+  }
+  bool last_kept() const { return m > 0 && !reduced[m - 1]; }
+  int64_t inner() const { return m > 0 ? size[m - 1] : 1; }  // the contiguous innermost group
+  int outer() const { return m > 0 ? m - 1 : 0; }            // groups walked by index arithmetic
+  // Input offset of the k-th combination of the outer kept groups (row-major).
+  int64_t kept_offset(int64_t k) const {
+    int64_t off = 0;
+    for (int g = outer() - 1; g >= 0; --g) {
+      if (reduced[g]) continue;
+      off += (k % size[g]) * stride[g];
+      k /= size[g];
+    }
+    return off;
+  }
+};
+
+// Innermost group reduced: out[o] = Σ over roff of a contiguous run of `inner` values.
+template <bool kSquaredDeviation>
+void sum_reduced_inner(const Groups& G, const float* px, const float* center, float* out, int64_t n_out,
+                       int64_t work_per_out, double scale) {
+  const int64_t inner = G.inner();
+  if (n_out == 1 && G.roff.size() == 1) {
+    // One long contiguous reduction: fixed blocks of partial sums (their layout does not
+    // depend on the thread count), then the partials summed in order.
+    constexpr int64_t kBlock = 1 << 16;
+    const int64_t nb = (inner + kBlock - 1) / kBlock;
+    const double c = kSquaredDeviation ? center[0] : 0.0;
+    std::vector<double> part(nb);
+    parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t i0 = b * kBlock;
+        part[b] = sum_run<kSquaredDeviation>(px + i0, std::min(kBlock, inner - i0), c);
+      }
+    });
+    double acc = 0.0;
+    for (double p : part) acc += p;
+    out[0] = static_cast<float>(acc * scale);
+    return;
+  }
+  parallel_for(n_out, grain_for(kGrainElementwise, work_per_out), [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      const float* base = px + G.kept_offset(o);
+      const double c = kSquaredDeviation ? center[o] : 0.0;
+      double acc = 0.0;
+      for (int64_t r : G.roff) acc += sum_run<kSquaredDeviation>(base + r, inner, c);
+      out[o] = static_cast<float>(acc * scale);
+    }
+  });
+}
+
+// Innermost group kept: out[o, j] = Σ over roff of x[base(o) + r + j], for j in [0, inner).
+// Tasks are (o, block of kCols columns), each with its accumulators on the stack.
+template <bool kSquaredDeviation>
+void sum_kept_inner(const Groups& G, const float* px, const float* center, float* out, int64_t n_out,
+                    int64_t work_per_out, double scale) {
+  constexpr int64_t kCols = 256;
+  const int64_t inner = G.inner();
+  const int64_t n_rows = n_out / inner, col_blocks = (inner + kCols - 1) / kCols;
+  const int64_t work_per_task = std::min(inner, kCols) * work_per_out;
+  parallel_for(n_rows * col_blocks, grain_for(kGrainElementwise, work_per_task), [&](int64_t t0, int64_t t1) {
+    double acc[kCols];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t o = t / col_blocks, j0 = (t % col_blocks) * kCols;
+      const int64_t nj = std::min(kCols, inner - j0);
+      const float* base = px + G.kept_offset(o) + j0;
+      const float* c = kSquaredDeviation ? center + o * inner + j0 : nullptr;
+      std::fill(acc, acc + nj, 0.0);
+      for (int64_t r : G.roff) {
+        const float* row = base + r;
+        for (int64_t j = 0; j < nj; ++j)
+          acc[j] += reduce_term<kSquaredDeviation>(row[j], kSquaredDeviation ? c[j] : 0.0);
+      }
+      float* dst = out + o * inner + j0;
+      for (int64_t j = 0; j < nj; ++j) dst[j] = static_cast<float>(acc[j] * scale);
+    }
+  });
+}
+
 // out[o] = scale · Σ_r x[o, r]              (kSquaredDeviation = false)
 // out[o] = scale · Σ_r (x[o, r] - c[o])²     (kSquaredDeviation = true, c laid out like out)
 template <bool kSquaredDeviation>
 void reduce_sum_kernel(const Tensor& x, const ReduceDims& rd, const float* center, float* out,
                        double scale) {
-  const Shape& s = x.shape();
   const int64_t n_out = rd.out_shape.numel();
-  const float* px = x.data();
   if (n_out == 0) return;
   if (x.numel() == 0) {  // every output is a sum of nothing: 0 (and 0/0 = nan for mean)
     std::fill(out, out + n_out, static_cast<float>(0.0 * scale));
     return;
   }
-
-  // Coalesce into groups, outer to inner.
-  int m = 0;
-  int64_t gsize[kMaxDims];
-  bool gred[kMaxDims];
-  for (int i = 0; i < s.ndim(); ++i) {
-    if (s[i] == 1) continue;
-    if (m > 0 && gred[m - 1] == rd.reduced[i]) {
-      gsize[m - 1] *= s[i];
-    } else {
-      gsize[m] = s[i];
-      gred[m] = rd.reduced[i];
-      ++m;
-    }
-  }
-  int64_t gstride[kMaxDims];
-  int64_t stride = 1;
-  for (int g = m - 1; g >= 0; --g) {
-    gstride[g] = stride;
-    stride *= gsize[g];
-  }
-  const bool last_kept = m > 0 && !gred[m - 1];
-  const int64_t inner = m > 0 ? gsize[m - 1] : 1;  // the contiguous innermost group
-  const int outer_groups = m > 0 ? m - 1 : 0;      // groups walked by index arithmetic
-
-  // Offsets of every combination of the outer reduced groups (an odometer, outer to inner).
-  std::vector<int64_t> roff{0};
-  for (int g = 0; g < outer_groups; ++g) {
-    if (!gred[g]) continue;
-    std::vector<int64_t> next;
-    next.reserve(roff.size() * gsize[g]);
-    for (int64_t base : roff)
-      for (int64_t i = 0; i < gsize[g]; ++i) next.push_back(base + i * gstride[g]);
-    roff.swap(next);
-  }
-  // Input offset of the k-th combination of the outer kept groups (row-major).
-  auto kept_offset = [&](int64_t k) {
-    int64_t off = 0;
-    for (int g = outer_groups - 1; g >= 0; --g) {
-      if (gred[g]) continue;
-      off += (k % gsize[g]) * gstride[g];
-      k /= gsize[g];
-    }
-    return off;
-  };
-  auto term = [](float v, double c) { return reduce_term<kSquaredDeviation>(v, c); };
-  const int64_t work_per_out = rd.count;
-
-  if (!last_kept) {
-    // Innermost group reduced: out[o] = Σ over roff of a contiguous run of `inner` values.
-    if (n_out == 1 && roff.size() == 1) {
-      // One long contiguous reduction: fixed blocks of partial sums (their layout does not
-      // depend on the thread count), then the partials summed in order.
-      constexpr int64_t kBlock = 1 << 16;
-      const int64_t n = inner, nb = (n + kBlock - 1) / kBlock;
-      const double c = kSquaredDeviation ? center[0] : 0.0;
-      std::vector<double> part(nb);
-      parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) {
-          const int64_t i0 = b * kBlock;
-          part[b] = sum_run<kSquaredDeviation>(px + i0, std::min(kBlock, n - i0), c);
-        }
-      });
-      double acc = 0.0;
-      for (double p : part) acc += p;
-      out[0] = static_cast<float>(acc * scale);
-      return;
-    }
-    parallel_for(n_out, grain_for(kGrainElementwise, work_per_out),
-                 [&](int64_t o0, int64_t o1) {
-                   for (int64_t o = o0; o < o1; ++o) {
-                     const float* base = px + kept_offset(o);
-                     const double c = kSquaredDeviation ? center[o] : 0.0;
-                     double acc = 0.0;
-                     for (int64_t r : roff) acc += sum_run<kSquaredDeviation>(base + r, inner, c);
-                     out[o] = static_cast<float>(acc * scale);
-                   }
-                 });
-    return;
-  }
-
-  // Innermost group kept: out[o, j] = Σ over roff of x[base(o) + r + j], for j in [0, inner).
-  // Tasks are (o, block of kCols columns), each with its accumulators on the stack.
-  constexpr int64_t kCols = 256;
-  const int64_t n_rows = n_out / inner, col_blocks = (inner + kCols - 1) / kCols;
-  const int64_t work_per_task = std::min(inner, kCols) * work_per_out;
-  parallel_for(n_rows * col_blocks, grain_for(kGrainElementwise, work_per_task),
-               [&](int64_t t0, int64_t t1) {
-                 double acc[kCols];
-                 for (int64_t t = t0; t < t1; ++t) {
-                   const int64_t o = t / col_blocks, j0 = (t % col_blocks) * kCols;
-                   const int64_t nj = std::min(kCols, inner - j0);
-                   const float* base = px + kept_offset(o) + j0;
-                   const float* c = kSquaredDeviation ? center + o * inner + j0 : nullptr;
-                   std::fill(acc, acc + nj, 0.0);
-                   for (int64_t r : roff) {
-                     const float* row = base + r;
-                     for (int64_t j = 0; j < nj; ++j) acc[j] += term(row[j], kSquaredDeviation ? c[j] : 0.0);
-                   }
-                   float* dst = out + o * inner + j0;
-                   for (int64_t j = 0; j < nj; ++j) dst[j] = static_cast<float>(acc[j] * scale);
-                 }
-               });
+  const Groups G(x.shape(), rd);
+  if (G.last_kept()) sum_kept_inner<kSquaredDeviation>(G, x.data(), center, out, n_out, rd.count, scale);
+  else sum_reduced_inner<kSquaredDeviation>(G, x.data(), center, out, n_out, rd.count, scale);
 }
 
 // g (shaped like the result) broadcast back to x's shape, times `scale`.

@@ -33,72 +33,68 @@ std::string list_str(const std::vector<T>& v) {
   return os.str();
 }
 
-// dst[Σ i_d·ds_d] = src[Σ i_d·ss_d] for every index i of `shape`.
-void copy_block(const float* src, const Strides& ss, float* dst, const Strides& ds,
-                const Shape& shape) {
-  if (shape.numel() == 0) return;
-  // Coalesce, inner to outer: drop size-1 dims, merge a dim into the next inner one when
-  // both src and dst step through them as one (stride = inner stride · inner size).
-  int64_t size[kMaxDims], cs[kMaxDims], cd[kMaxDims];
+// A copy's dims coalesced, inner to outer: size-1 dims dropped, a dim merged into the next
+// inner one when both src and dst step through them as one (stride = inner stride · inner size).
+struct CopyDims {
   int m = 0;
-  for (int i = shape.ndim() - 1; i >= 0; --i) {
-    if (shape[i] == 1) continue;
-    if (m > 0 && ss[i] == cs[m - 1] * size[m - 1] && ds[i] == cd[m - 1] * size[m - 1]) {
-      size[m - 1] *= shape[i];
-    } else {
-      size[m] = shape[i];
-      cs[m] = ss[i];
-      cd[m] = ds[i];
-      ++m;
+  int64_t size[kMaxDims], cs[kMaxDims], cd[kMaxDims];  // sizes, src strides, dst strides
+
+  CopyDims(const Strides& ss, const Strides& ds, const Shape& shape) {
+    for (int i = shape.ndim() - 1; i >= 0; --i) {
+      if (shape[i] == 1) continue;
+      if (m > 0 && ss[i] == cs[m - 1] * size[m - 1] && ds[i] == cd[m - 1] * size[m - 1]) {
+        size[m - 1] *= shape[i];
+      } else {
+        size[m] = shape[i];
+        cs[m] = ss[i];
+        cd[m] = ds[i];
+        ++m;
+      }
     }
   }
-  if (m == 0) {
-    dst[0] = src[0];
-    return;
-  }
-  // A transposing copy (dst steps by 1 along dim 0, src along another dim t) would read with
-  // a stride along every row: walk 32×32 tiles of dims 0 and t instead, so that each tile
-  // touches 32 cache lines of src and 32 of dst.
-  int t = 1;
-  while (t < m && cs[t] != 1) ++t;
-  if (cd[0] == 1 && cs[0] != 1 && t < m) {
-    constexpr int64_t kTile = 32;
-    const int64_t n0 = size[0], nt = size[t], t_tiles = (nt + kTile - 1) / kTile;
-    const int64_t others = shape.numel() / (n0 * nt);
-    parallel_for(others * t_tiles, std::max<int64_t>(1, kGrainElementwise / (kTile * n0)),
-                 [&](int64_t q0, int64_t q1) {
-                   for (int64_t q = q0; q < q1; ++q) {
-                     int64_t k = q / t_tiles, os = 0, od = 0;
-                     for (int i = 1; i < m; ++i) {
-                       if (i == t) continue;
-                       os += (k % size[i]) * cs[i];
-                       od += (k % size[i]) * cd[i];
-                       k /= size[i];
-                     }
-                     const int64_t t0 = (q % t_tiles) * kTile, t1 = std::min(nt, t0 + kTile);
-                     for (int64_t i0 = 0; i0 < n0; i0 += kTile)
-                       for (int64_t j = t0; j < t1; ++j) {
-                         const float* s = src + os + j;  // cs[t] = 1
-                         float* d = dst + od + j * cd[t];
-                         for (int64_t i = i0, e = std::min(n0, i0 + kTile); i < e; ++i) d[i] = s[i * cs[0]];
-                       }
-                   }
-                 });
-    return;
-  }
-  // Otherwise rows along the innermost coalesced dim (index 0: the order is inner to outer).
-  const int64_t inner = size[0], rows = shape.numel() / inner;
-  const bool contiguous_row = cs[0] == 1 && cd[0] == 1;
-  // The rows' offsets advance as an odometer over dims 1..m-1 (one division per chunk, not per
-  // row): a head split at head width 8 copies rows of 8 floats, where the index arithmetic and a
-  // memcpy call per row cost more than the copy.
+};
+
+// A transposing copy (dst steps by 1 along dim 0, src by 1 along dim t): 32×32 tiles of dims
+// 0 and t, so that each tile touches 32 cache lines of src and 32 of dst.
+void copy_tiles(const float* src, float* dst, const CopyDims& D, int t, int64_t numel) {
+  constexpr int64_t kTile = 32;
+  const int64_t n0 = D.size[0], nt = D.size[t], t_tiles = (nt + kTile - 1) / kTile;
+  const int64_t others = numel / (n0 * nt);
+  parallel_for(others * t_tiles, std::max<int64_t>(1, kGrainElementwise / (kTile * n0)), [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      int64_t k = q / t_tiles, os = 0, od = 0;
+      for (int i = 1; i < D.m; ++i) {
+        if (i == t) continue;
+        os += (k % D.size[i]) * D.cs[i];
+        od += (k % D.size[i]) * D.cd[i];
+        k /= D.size[i];
+      }
+      const int64_t t0 = (q % t_tiles) * kTile, t1 = std::min(nt, t0 + kTile);
+      for (int64_t i0 = 0; i0 < n0; i0 += kTile)
+        for (int64_t j = t0; j < t1; ++j) {
+          const float* s = src + os + j;  // cs[t] = 1
+          float* d = dst + od + j * D.cd[t];
+          for (int64_t i = i0, e = std::min(n0, i0 + kTile); i < e; ++i) d[i] = s[i * D.cs[0]];
+        }
+    }
+  });
+}
+
+// Rows along the innermost coalesced dim (index 0: the order is inner to outer). The rows'
+// offsets advance as an odometer over dims 1..m-1 (one division per chunk, not per row): a head
+// split at head width 8 copies rows of 8 floats, where the index arithmetic and a memcpy call
+// per row cost more than the copy.
+void copy_rows(const float* src, float* dst, const CopyDims& D, int64_t numel) {
+  const int64_t inner = D.size[0], rows = numel / inner;
+  const int m = D.m;
+  const bool contiguous_row = D.cs[0] == 1 && D.cd[0] == 1;
   parallel_for(rows, grain_for(kGrainElementwise, inner), [&](int64_t r0, int64_t r1) {
     int64_t idx[kMaxDims] = {}, k = r0, os = 0, od = 0;
     for (int i = 1; i < m; ++i) {
-      idx[i] = k % size[i];
-      k /= size[i];
-      os += idx[i] * cs[i];
-      od += idx[i] * cd[i];
+      idx[i] = k % D.size[i];
+      k /= D.size[i];
+      os += idx[i] * D.cs[i];
+      od += idx[i] * D.cd[i];
     }
     for (int64_t r = r0; r < r1; ++r) {
       const float* s = src + os;
@@ -107,17 +103,32 @@ void copy_block(const float* src, const Strides& ss, float* dst, const Strides& 
       else if (contiguous_row)
         for (int64_t j = 0; j < inner; ++j) d[j] = s[j];
       else
-        for (int64_t j = 0; j < inner; ++j) d[j * cd[0]] = s[j * cs[0]];
+        for (int64_t j = 0; j < inner; ++j) d[j * D.cd[0]] = s[j * D.cs[0]];
       for (int i = 1; i < m; ++i) {  // next row
-        os += cs[i];
-        od += cd[i];
-        if (++idx[i] < size[i]) break;
-        os -= cs[i] * size[i];
-        od -= cd[i] * size[i];
+        os += D.cs[i];
+        od += D.cd[i];
+        if (++idx[i] < D.size[i]) break;
+        os -= D.cs[i] * D.size[i];
+        od -= D.cd[i] * D.size[i];
         idx[i] = 0;
       }
     }
   });
+}
+
+// dst[Σ i_d·ds_d] = src[Σ i_d·ss_d] for every index i of `shape`.
+void copy_block(const float* src, const Strides& ss, float* dst, const Strides& ds,
+                const Shape& shape) {
+  if (shape.numel() == 0) return;
+  const CopyDims D(ss, ds, shape);
+  if (D.m == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  int t = 1;  // the dim along which src steps by 1
+  while (t < D.m && D.cs[t] != 1) ++t;
+  if (D.cd[0] == 1 && D.cs[0] != 1 && t < D.m) copy_tiles(src, dst, D, t, shape.numel());
+  else copy_rows(src, dst, D, shape.numel());
 }
 
 // The (outer, len, inner) slab [start, start + len) of dim `dim` in a contiguous tensor of

@@ -127,8 +127,8 @@ Tensor log_softmax(const Tensor& x, int dim) { return softmax_op("log_softmax", 
 //   dt_bc = −s_b · (1−ε) · logp_bc                      (soft targets only)
 namespace {
 
-Tensor cross_entropy_impl(const Tensor& logits, const std::vector<int64_t>* hard, const Tensor& soft,
-                          float eps, Reduction reduction) {
+void check_cross_entropy_inputs(const Tensor& logits, const std::vector<int64_t>* hard, const Tensor& soft,
+                                float eps) {
   const Shape& zs = logits.shape();
   check(logits.dim() == 2, "cross_entropy: logits must be (B, C), got shape ", zs);
   const int64_t B = zs[0], C = zs[1];
@@ -146,14 +146,12 @@ Tensor cross_entropy_impl(const Tensor& logits, const std::vector<int64_t>* hard
     check(soft.shape() == zs, "cross_entropy: soft targets of shape ", soft.shape(),
           " for logits of shape ", zs, " (they must match)");
   }
+}
 
-  // Forward, in parallel over rows: logp and the per-row loss.
-  Tensor logp = empty(zs), row_loss = empty({B});
-  softmax_forward(logits.data(), logp.data(), DimLayout{B, C, 1}, /*log=*/true);
-  const float* plp = logp.data();
-  const float* pt = hard ? nullptr : soft.data();
-  float* pl = row_loss.data();
-  const float on = 1.f - eps, off = eps / C;
+// The per-row loss from logp (B, C): −(on·logp[t] + off·Σ logp) for hard targets t, or
+// −Σ (on·t_c + off)·logp_c for soft rows pt (B, C). In parallel over rows.
+void cross_entropy_forward_rows(const float* plp, const int64_t* hard, const float* pt, int64_t B, int64_t C,
+                                float on, float off, float* pl) {
   parallel_for(B, grain_for(kGrainRows, C), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const float* lr = plp + b * C;
@@ -161,7 +159,7 @@ Tensor cross_entropy_impl(const Tensor& logits, const std::vector<int64_t>* hard
       if (hard) {
 #pragma omp simd reduction(+ : s)
         for (int64_t c = 0; c < C; ++c) s += lr[c];
-        pl[b] = -(on * lr[(*hard)[b]] + off * s);
+        pl[b] = -(on * lr[hard[b]] + off * s);
       } else {
         const float* tr = pt + b * C;
 #pragma omp simd reduction(+ : s)
@@ -170,7 +168,47 @@ Tensor cross_entropy_impl(const Tensor& logits, const std::vector<int64_t>* hard
       }
     }
   });
+}
 
+// The backward of the table above: dz (null: not wanted), dt (null: not wanted) from logp,
+// the targets and the upstream g (() or (B)); derivation: docs/derivations.md §4.
+void cross_entropy_backward_rows(const float* plp, const int64_t* hard, const float* pt, const float* pg, int64_t B,
+                                 int64_t C, float on, float off, Reduction reduction, float* pdz, float* pdt) {
+  parallel_for(B, grain_for(kGrainRows, C), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const float sb = reduction == Reduction::None ? pg[b] : reduction == Reduction::Mean ? pg[0] / B : pg[0];
+      const float* lr = plp + b * C;
+      if (pdt) {
+        float* dtr = pdt + b * C;
+        for (int64_t c = 0; c < C; ++c) dtr[c] = -sb * on * lr[c];
+      }
+      if (!pdz) continue;
+      float* dr = pdz + b * C;
+      if (hard) {  // Q = 1
+        for (int64_t c = 0; c < C; ++c) dr[c] = sb * (exp_fast(lr[c]) - off);
+        dr[hard[b]] -= sb * on;
+      } else {
+        const float* tr = pt + b * C;
+        float q = 0.f;
+#pragma omp simd reduction(+ : q)
+        for (int64_t c = 0; c < C; ++c) q += on * tr[c] + off;
+        for (int64_t c = 0; c < C; ++c) dr[c] = sb * (exp_fast(lr[c]) * q - (on * tr[c] + off));
+      }
+    }
+  });
+}
+
+Tensor cross_entropy_impl(const Tensor& logits, const std::vector<int64_t>* hard, const Tensor& soft,
+                          float eps, Reduction reduction) {
+  check_cross_entropy_inputs(logits, hard, soft, eps);
+  const Shape& zs = logits.shape();
+  const int64_t B = zs[0], C = zs[1];
+  Tensor logp = empty(zs), row_loss = empty({B});
+  softmax_forward(logits.data(), logp.data(), DimLayout{B, C, 1}, /*log=*/true);
+  const float on = 1.f - eps, off = eps / C;
+  float* pl = row_loss.data();
+  cross_entropy_forward_rows(logp.data(), hard ? hard->data() : nullptr, hard ? nullptr : soft.data(), B, C, on, off,
+                             pl);
   Tensor loss;
   if (reduction == Reduction::None) {
     loss = row_loss;
@@ -189,32 +227,10 @@ Tensor cross_entropy_impl(const Tensor& logits, const std::vector<int64_t>* hard
                     hard = hard != nullptr, rz = logits.requires_grad(), rt, on, off,
                     reduction](const Tensor& g) -> Grads {
       // g () or (B) -> dz (B, C), dt (B, C).
-      const int64_t B = logp.size(0), C = logp.size(1);
       Tensor dz = rz ? empty(logp.shape()) : Tensor(), dt = rt ? empty(logp.shape()) : Tensor();
-      const float *plp = logp.data(), *pt = hard ? nullptr : ts.data(), *pg = g.data();
-      parallel_for(B, grain_for(kGrainRows, C), [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) {
-          const float sb = reduction == Reduction::None ? pg[b]
-                           : reduction == Reduction::Mean ? pg[0] / B : pg[0];
-          const float* lr = plp + b * C;
-          if (rt) {
-            float* dtr = dt.data() + b * C;
-            for (int64_t c = 0; c < C; ++c) dtr[c] = -sb * on * lr[c];
-          }
-          if (!rz) continue;
-          float* dr = dz.data() + b * C;
-          if (hard) {  // Q = 1
-            for (int64_t c = 0; c < C; ++c) dr[c] = sb * (exp_fast(lr[c]) - off);
-            dr[targets[b]] -= sb * on;
-          } else {
-            const float* tr = pt + b * C;
-            float q = 0.f;
-#pragma omp simd reduction(+ : q)
-            for (int64_t c = 0; c < C; ++c) q += on * tr[c] + off;
-            for (int64_t c = 0; c < C; ++c) dr[c] = sb * (exp_fast(lr[c]) * q - (on * tr[c] + off));
-          }
-        }
-      });
+      cross_entropy_backward_rows(logp.data(), hard ? targets.data() : nullptr, hard ? nullptr : ts.data(), g.data(),
+                                  logp.size(0), logp.size(1), on, off, reduction, rz ? dz.data() : nullptr,
+                                  rt ? dt.data() : nullptr);
       return {dz, dt};
     });
   }

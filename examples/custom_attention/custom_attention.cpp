@@ -4,7 +4,8 @@
 //
 // The variant is sigmoid attention (Ramapuram et al. 2024, "Theory, Analysis, and Best Practices
 // for Sigmoid Self-Attention", arXiv:2409.04431, Eq. 2 with their bias b = -log N):
-//   out = sigmoid(q kᵀ / √d − log N) v          per (batch, head); q, k, v (N, d)
+//   out = sigmoid(q kᵀ / √d − s · log N) v      per (batch, head); q, k, v (N, d)
+// with s an option key of its own, "bias_scale" (default 1: their bias), declared by its row.
 // Its core is composed of library ops (matmul, sigmoid), whose backward autograd chains.
 #include <cmath>
 #include <cstdio>
@@ -17,19 +18,24 @@
 #include "train/config/experiment_config.h"  // config_reference_markdown (sima-train --config-reference)
 
 // q, k, v (B, h, N, d) -> (B, h, N, d).
-sima::Tensor sigmoid_attention(const sima::Tensor& q, const sima::Tensor& k, const sima::Tensor& v) {
+sima::Tensor sigmoid_attention(const sima::Tensor& q, const sima::Tensor& k, const sima::Tensor& v,
+                               float bias_scale = 1.f) {
   const int64_t N = q.size(2), d = q.size(3);
   sima::Tensor scores = sima::mul(sima::matmul(q, k, false, true), 1.f / std::sqrt(float(d)));  // (B, h, N, N)
-  return sima::matmul(sima::sigmoid(sima::add(scores, -std::log(float(N)))), v);
+  return sima::matmul(sima::sigmoid(sima::add(scores, -bias_scale * std::log(float(N)))), v);
 }
 
 class SigmoidAttention : public sima::Attention {
  public:
-  explicit SigmoidAttention(const sima::AttentionOptions& opt) : Attention(opt, "SigmoidAttention") {}
+  explicit SigmoidAttention(const sima::AttentionOptions& opt)
+      : Attention(opt, "SigmoidAttention"), bias_scale_(sima::attention_option<float>(opt, "bias_scale")) {}
   sima::Tensor core(const sima::Tensor& q, const sima::Tensor& k, const sima::Tensor& v, int64_t, int64_t) override {
     if (qk_hook) qk_hook(q, k);  // heatmaps see the q, k that feed the scores
-    return sigmoid_attention(q, k, v);  // matmul, sigmoid, matmul: autograd chains their backward
+    return sigmoid_attention(q, k, v, bias_scale_);  // matmul, sigmoid, matmul: autograd chains their backward
   }
+
+ private:
+  float bias_scale_;
 };
 
 int main() {
@@ -38,7 +44,10 @@ int main() {
     row.name = "sigmoid";
     row.help = "sigmoid(q k^T / sqrt(d) - log N) v (sigmoid attention, Ramapuram et al. 2024)";
     row.make = [](const sima::AttentionOptions& o) { return std::make_shared<SigmoidAttention>(o); };
-    // row.options: none (it reads only "type"); row.traits: the defaults.
+    // A key of its own: read from the row's schema, checked (>= 0), listed by --config-reference.
+    row.options = {sima::own_option<float>("bias_scale", 1.f, sima::at_least(0.f),
+                                           "sigmoid: the scores' bias is -bias_scale * log N (1: Ramapuram et al.)")};
+    // row.traits: the defaults; row.extra_parameters: none (only qkv and proj).
     sima::register_attention_variant(row);
     // {"arch": "deit", ..., "attention": {"type": "sigmoid"}} now builds a DeiT with it.
 
@@ -54,7 +63,7 @@ int main() {
     // A DeiT whose config names the new variant, as a JSON config file would.
     auto cfg = sima::config_from_json(nlohmann::json::parse(R"({"arch": "deit", "img_size": 16, "patch_size": 4,
         "in_chans": 1, "embed_dim": 32, "depth": 2, "num_heads": 2, "num_classes": 10,
-        "attention": {"type": "sigmoid"}})"));
+        "attention": {"type": "sigmoid", "bias_scale": 0.5}})"));
     std::shared_ptr<sima::Model> model = sima::create_model(cfg);
     sima::Tensor logits = model->forward(sima::randn({4, 1, 16, 16}, gen));  // (4, 10)
     sima::Tensor loss = sima::cross_entropy(logits, {0, 1, 2, 3});
@@ -65,7 +74,7 @@ int main() {
                 cfg.attention.variant.c_str(), static_cast<long long>(logits.size(0)),
                 static_cast<long long>(logits.size(1)), loss.item(), static_cast<long long>(with_grad),
                 static_cast<long long>(params));
-    const bool listed = sima::config_reference_markdown().find("sigmoid") != std::string::npos;
+    const bool listed = sima::config_reference_markdown().find("bias_scale") != std::string::npos;
     std::printf("--config-reference lists it: %s\n", listed ? "yes" : "no");
     return check.ok && with_grad == params && listed && std::isfinite(loss.item()) ? 0 : 1;
   } catch (const std::exception& e) {

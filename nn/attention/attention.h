@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "nn/linear.h"
@@ -75,6 +76,10 @@ struct AttentionOptions {
   // The scale inside the softmax of the variants that form softmax rows (traits.softmax_row);
   // 0: d^-½ (timm). CvT sets C^-½, its official quirk (models/cvt_attention.h). Not a JSON key.
   float softmax_scale = 0.f;
+  // The keys a variant's row owns (declared with own_option, variants.h) instead of sharing a
+  // field above: key -> value, only those set away from the row's default. A module reads one
+  // with attention_option<T>(options(), key), which gives the default when the key is absent.
+  nlohmann::json own = nlohmann::json::object();
 };
 
 class Attention : public Module {

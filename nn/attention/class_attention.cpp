@@ -45,9 +45,145 @@ namespace {
 
 inline float sign_of(float x) { return static_cast<float>((x > 0.f) - (x < 0.f)); }
 
-// Pairs per chunk: enough T·d work per thread to pay for the parallel region.
-int64_t pair_grain(int64_t T, int64_t d) {
-  return grain_for(kGrainElementwise, T * d);
+// The sizes of a call: B·h pairs of T tokens, d channels; rows of qkv are RS = 3C floats.
+struct Dims {
+  int64_t B, T, C, h, d;
+  int64_t RS() const { return 3 * C; }
+  int64_t pairs() const { return B * h; }
+  // Pairs per chunk: enough T·d work per thread to pay for the parallel region.
+  int64_t grain() const { return grain_for(kGrainElementwise, T * d); }
+  int64_t offset(int64_t i) const { return (i / h) * T * RS() + (i % h) * d; }  // q(0, 0) of pair i in qkv
+};
+
+// The saved state: a (B, h, T), and for sima the raw column sums n_q, n_k (B, h, d); null: softmax.
+struct Saved {
+  float *a, *nq, *nk;
+};
+
+// The scores of one pair into a (T): softmax z_t = s · q(0)·k_t then softmax (returns T exp
+// calls), or sima a_t = Σ_c q̂(0,c) k̂(t,c) (n_q, n_k filled; returns 0). w: scratch (d).
+int64_t pair_scores(const Dims& D, const float* q, float* a, float* nq, float* nk, float scale, float eps,
+                    float* w) {
+  const int64_t T = D.T, d = D.d, RS = D.RS();
+  const float* k = q + D.C;
+  if (nq) {
+    for (int64_t c = 0; c < d; ++c) nq[c] = nk[c] = 0.f;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < d; ++c) {
+        nq[c] += std::fabs(q[t * RS + c]);
+        nk[c] += std::fabs(k[t * RS + c]);
+      }
+    // a_t = Σ_c k(t,c) · w_c with w_c = q̂(0,c) / m_k[c]
+    for (int64_t c = 0; c < d; ++c) w[c] = q[c] / std::max(nq[c], eps) / std::max(nk[c], eps);
+  } else {
+    for (int64_t c = 0; c < d; ++c) w[c] = q[c] * scale;
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    float z = 0.f;
+    for (int64_t c = 0; c < d; ++c) z += w[c] * k[t * RS + c];
+    a[t] = z;
+  }
+  if (nq) return 0;
+  float m = -std::numeric_limits<float>::infinity(), sum = 0.f;  // a = softmax(z)
+  for (int64_t t = 0; t < T; ++t) m = std::max(m, a[t]);
+  for (int64_t t = 0; t < T; ++t) {
+    a[t] = exp_fast(a[t] - m);
+    sum += a[t];
+  }
+  for (int64_t t = 0; t < T; ++t) a[t] /= sum;
+  return T;
+}
+
+// Forward of every pair (the table at the top): qkv (B, T, 3C) -> out (B, 1, C); returns the exp() calls.
+int64_t forward_kernel(const Dims& D, const float* px, const Saved& sv, float* po, float scale, float eps) {
+  const int64_t T = D.T, d = D.d, RS = D.RS();
+  std::atomic<int64_t> exps{0};
+  parallel_for(D.pairs(), D.grain(), [&](int64_t i0, int64_t i1) {
+    Tensor wbuf = empty({d});
+    int64_t local_exps = 0;
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* q = px + D.offset(i);  // q(t, c) = q[t·RS + c]
+      const float* v = q + 2 * D.C;
+      float* a = sv.a + i * T;
+      local_exps += pair_scores(D, q, a, sv.nq ? sv.nq + i * d : nullptr, sv.nk ? sv.nk + i * d : nullptr, scale,
+                                eps, wbuf.data());
+      float* o = po + (i / D.h) * D.C + (i % D.h) * d;
+      for (int64_t c = 0; c < d; ++c) o[c] = 0.f;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < d; ++c) o[c] += a[t] * v[t * RS + c];
+    }
+    exps += local_exps;
+  });
+  return exps.load();
+}
+
+// softmax: from da (T), dz_t = s a_t (da_t − Σ_u a_u da_u); dq(0,c) = Σ_t dz_t k(t,c),
+// dk(t,c) = dz_t q(0,c). Rows t > 0 of dq stay 0.
+void softmax_pair_backward(const Dims& D, const float* q, const float* a, const float* da, float* dq, float scale) {
+  const int64_t T = D.T, d = D.d, RS = D.RS();
+  const float* k = q + D.C;
+  float* dk = dq + D.C;
+  float r = 0.f;
+  for (int64_t t = 0; t < T; ++t) r += a[t] * da[t];
+  for (int64_t c = 0; c < d; ++c) dq[c] = 0.f;
+  for (int64_t t = 0; t < T; ++t) {
+    const float dz = scale * a[t] * (da[t] - r);
+    for (int64_t c = 0; c < d; ++c) {
+      dq[c] += dz * k[t * RS + c];
+      dk[t * RS + c] = dz * q[c];
+    }
+  }
+}
+
+// sima: dq̂(0,c) = Σ_t da_t k̂(t,c), dk̂(t,c) = da_t q̂(0,c), then the ℓ1 backward of each
+// column (the table at the top). qh, dqh: scratch (d each).
+void sima_pair_backward(const Dims& D, const float* q, const float* nq, const float* nk, const float* da, float* dq,
+                        float eps, float* qh, float* dqh) {
+  const int64_t T = D.T, d = D.d, RS = D.RS();
+  const float* k = q + D.C;
+  float* dk = dq + D.C;
+  for (int64_t c = 0; c < d; ++c) {
+    qh[c] = q[c] / std::max(nq[c], eps);
+    dqh[c] = 0.f;
+  }
+  for (int64_t t = 0; t < T; ++t)  // dq̂(0,c) = Σ_t da_t k̂(t,c)  (k̂ divided below)
+    for (int64_t c = 0; c < d; ++c) dqh[c] += da[t] * k[t * RS + c];
+  for (int64_t c = 0; c < d; ++c) dqh[c] /= std::max(nk[c], eps);
+  for (int64_t c = 0; c < d; ++c) {
+    // k column: dk̂(t,c) = da_t q̂(0,c), s_k = q̂(0,c) dq̂(0,c)
+    const float mk = std::max(nk[c], eps), sk = nk[c] >= eps ? qh[c] * dqh[c] : 0.f;
+    for (int64_t t = 0; t < T; ++t) dk[t * RS + c] = (da[t] * qh[c] - sign_of(k[t * RS + c]) * sk) / mk;
+    // q column: g = dq̂(0,c) at row 0 only, s_q = dq̂(0,c) q̂(0,c)
+    const float mq = std::max(nq[c], eps), sq = nq[c] >= eps ? dqh[c] * qh[c] : 0.f;
+    for (int64_t t = 0; t < T; ++t) dq[t * RS + c] = ((t == 0 ? dqh[c] : 0.f) - sign_of(q[t * RS + c]) * sq) / mq;
+  }
+}
+
+// Backward of every pair, from g = dL/dout (B, 1, C) into dx (B, T, 3C), zeroed (the table at
+// the top; derivation: docs/derivations/class_attention.md).
+void backward_kernel(const Dims& D, const float* px, const Saved& sv, const float* pg, float* pdx, float scale,
+                     float eps) {
+  const int64_t T = D.T, d = D.d, RS = D.RS();
+  parallel_for(D.pairs(), D.grain(), [&](int64_t i0, int64_t i1) {
+    Tensor buf = empty({T + 2 * d});
+    float *da = buf.data(), *qh = da + T, *dqh = qh + d;  // da (T), q̂(0,·) (d), dq̂(0,·) (d)
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t off = D.offset(i);
+      const float *q = px + off, *v = q + 2 * D.C, *a = sv.a + i * T;
+      const float* gc = pg + (i / D.h) * D.C + (i % D.h) * d;
+      float *dq = pdx + off, *dv = dq + 2 * D.C;
+      for (int64_t t = 0; t < T; ++t) {  // da_t = g · v_t,  dv_t = a_t g
+        float s = 0.f;
+        for (int64_t c = 0; c < d; ++c) {
+          s += gc[c] * v[t * RS + c];
+          dv[t * RS + c] = a[t] * gc[c];
+        }
+        da[t] = s;
+      }
+      if (!sv.nq) softmax_pair_backward(D, q, a, da, dq, scale);
+      else sima_pair_backward(D, q, sv.nq + i * d, sv.nk + i * d, da, dq, eps, qh, dqh);
+    }
+  });
 }
 
 }  // namespace
@@ -63,118 +199,24 @@ Tensor class_attention(const Tensor& qkv, int64_t h, const std::string& variant,
         h, " heads");
   check(eps > 0.f, "class_attention: eps must be positive, got ", eps);
   const bool sima = variant == "sima";
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, d = C / h, RS = 3 * C;
-  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  const int64_t C = qkv.size(2) / 3;
+  const Dims D{qkv.size(0), qkv.size(1), C, h, C / h};
+  const float scale = 1.f / std::sqrt(static_cast<float>(D.d));
 
-  Tensor out = empty({B, 1, C}), A = empty({B, h, T});
-  Tensor NQ = sima ? empty({B, h, d}) : Tensor(), NK = sima ? empty({B, h, d}) : Tensor();
-  const float* px = qkv.data();
-  float *po = out.data(), *pa = A.data();
-  std::atomic<int64_t> exps{0};
-  parallel_for(B * h, pair_grain(T, d), [&](int64_t i0, int64_t i1) {
-    Tensor wbuf = empty({d});
-    float* w = wbuf.data();  // the class query, ready to dot with k rows
-    int64_t local_exps = 0;
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t b = i / h, hd = i % h;
-      const float* q = px + b * T * RS + hd * d;  // q(t, c) = q[t·RS + c]
-      const float *k = q + C, *v = q + 2 * C;
-      float* a = pa + i * T;
-      if (sima) {
-        float *nq = NQ.data() + i * d, *nk = NK.data() + i * d;
-        for (int64_t c = 0; c < d; ++c) nq[c] = nk[c] = 0.f;
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t c = 0; c < d; ++c) {
-            nq[c] += std::fabs(q[t * RS + c]);
-            nk[c] += std::fabs(k[t * RS + c]);
-          }
-        // a_t = Σ_c k(t,c) · w_c with w_c = q̂(0,c) / m_k[c]
-        for (int64_t c = 0; c < d; ++c) w[c] = q[c] / std::max(nq[c], eps) / std::max(nk[c], eps);
-      } else {
-        for (int64_t c = 0; c < d; ++c) w[c] = q[c] * scale;
-      }
-      for (int64_t t = 0; t < T; ++t) {
-        float z = 0.f;
-        for (int64_t c = 0; c < d; ++c) z += w[c] * k[t * RS + c];
-        a[t] = z;
-      }
-      if (!sima) {  // a = softmax(z)
-        float m = -std::numeric_limits<float>::infinity(), sum = 0.f;
-        for (int64_t t = 0; t < T; ++t) m = std::max(m, a[t]);
-        for (int64_t t = 0; t < T; ++t) {
-          a[t] = exp_fast(a[t] - m);
-          sum += a[t];
-        }
-        local_exps += T;
-        for (int64_t t = 0; t < T; ++t) a[t] /= sum;
-      }
-      float* o = po + b * C + hd * d;
-      for (int64_t c = 0; c < d; ++c) o[c] = 0.f;
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t c = 0; c < d; ++c) o[c] += a[t] * v[t * RS + c];
-    }
-    exps += local_exps;
-  });
-  if (exp_calls) *exp_calls += exps.load();
+  Tensor out = empty({D.B, 1, C}), A = empty({D.B, h, D.T});
+  Tensor NQ = sima ? empty({D.B, h, D.d}) : Tensor(), NK = sima ? empty({D.B, h, D.d}) : Tensor();
+  const Saved sv{A.data(), sima ? NQ.data() : nullptr, sima ? NK.data() : nullptr};
+  const int64_t exps = forward_kernel(D, qkv.data(), sv, out.data(), scale, eps);
+  if (exp_calls) *exp_calls += exps;
   if (attn) *attn = A.detach();
 
   if (needs_grad(qkv)) {
     attach_grad_fn(out, "class_attention", {qkv},
-                   [xs = qkv.detach(), A, NQ, NK, h, sima, scale, eps](const Tensor& g) -> Grads {
+                   [xs = qkv.detach(), A, NQ, NK, D, sima, scale, eps](const Tensor& g) -> Grads {
       // g (B, 1, C) -> dqkv (B, T, 3C); rows t > 0 of dq stay 0 for softmax.
-      const int64_t B = xs.size(0), T = xs.size(1), C = xs.size(2) / 3, d = C / h, RS = 3 * C;
       Tensor dx = zeros(xs.shape());
-      const float *px = xs.data(), *pa = A.data(), *pg = g.data();
-      float* pdx = dx.data();
-      parallel_for(B * h, pair_grain(T, d), [&](int64_t i0, int64_t i1) {
-        Tensor buf = empty({T + 2 * d});
-        float *da = buf.data(), *qh = da + T, *dqh = qh + d;  // da (T), q̂(0,·) (d), dq̂(0,·) (d)
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t b = i / h, hd = i % h, off = b * T * RS + hd * d;
-          const float *q = px + off, *k = q + C, *v = q + 2 * C, *a = pa + i * T;
-          const float* gc = pg + b * C + hd * d;
-          float *dq = pdx + off, *dk = dq + C, *dv = dq + 2 * C;
-          for (int64_t t = 0; t < T; ++t) {  // da_t = g · v_t,  dv_t = a_t g
-            float s = 0.f;
-            for (int64_t c = 0; c < d; ++c) {
-              s += gc[c] * v[t * RS + c];
-              dv[t * RS + c] = a[t] * gc[c];
-            }
-            da[t] = s;
-          }
-          if (!sima) {
-            float r = 0.f;
-            for (int64_t t = 0; t < T; ++t) r += a[t] * da[t];
-            for (int64_t c = 0; c < d; ++c) dq[c] = 0.f;
-            for (int64_t t = 0; t < T; ++t) {
-              const float dz = scale * a[t] * (da[t] - r);
-              for (int64_t c = 0; c < d; ++c) {
-                dq[c] += dz * k[t * RS + c];
-                dk[t * RS + c] = dz * q[c];
-              }
-            }
-            continue;
-          }
-          const float *nq = NQ.data() + i * d, *nk = NK.data() + i * d;
-          for (int64_t c = 0; c < d; ++c) {
-            qh[c] = q[c] / std::max(nq[c], eps);
-            dqh[c] = 0.f;
-          }
-          for (int64_t t = 0; t < T; ++t)  // dq̂(0,c) = Σ_t da_t k̂(t,c)  (k̂ divided below)
-            for (int64_t c = 0; c < d; ++c) dqh[c] += da[t] * k[t * RS + c];
-          for (int64_t c = 0; c < d; ++c) dqh[c] /= std::max(nk[c], eps);
-          for (int64_t c = 0; c < d; ++c) {
-            // k column: dk̂(t,c) = da_t q̂(0,c), s_k = q̂(0,c) dq̂(0,c)
-            const float mk = std::max(nk[c], eps), sk = nk[c] >= eps ? qh[c] * dqh[c] : 0.f;
-            for (int64_t t = 0; t < T; ++t)
-              dk[t * RS + c] = (da[t] * qh[c] - sign_of(k[t * RS + c]) * sk) / mk;
-            // q column: g = dq̂(0,c) at row 0 only, s_q = dq̂(0,c) q̂(0,c)
-            const float mq = std::max(nq[c], eps), sq = nq[c] >= eps ? dqh[c] * qh[c] : 0.f;
-            for (int64_t t = 0; t < T; ++t)
-              dq[t * RS + c] = ((t == 0 ? dqh[c] : 0.f) - sign_of(q[t * RS + c]) * sq) / mq;
-          }
-        }
-      });
+      const Saved sv{A.data(), sima ? NQ.data() : nullptr, sima ? NK.data() : nullptr};
+      backward_kernel(D, xs.data(), sv, g.data(), dx.data(), scale, eps);
       return {dx};
     });
   }

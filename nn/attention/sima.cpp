@@ -18,18 +18,36 @@
 
 namespace sima {
 
+const std::vector<std::string>& sima_norm_names() {
+  static const std::vector<std::string> names = {"l1", "l2", "none"};  // SimaNorm's order
+  return names;
+}
+
+const std::vector<std::string>& sima_order_names() {
+  static const std::vector<std::string> names = {"auto", "qk_first", "kv_first"};  // SimaOrder's order
+  return names;
+}
+
+namespace {
+
+// The index of s in names, or a sima::Error "<who>: <option> must be one of ... (got 's')".
+int word_index(const std::vector<std::string>& names, const std::string& s, const std::string& who,
+               const char* option) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == s) return int(i);
+  std::string allowed;
+  for (const auto& n : names) allowed += (allowed.empty() ? "" : ", ") + n;
+  fail(who, ": ", option, " must be one of ", allowed, " (got '", s, "')");
+}
+
+}  // namespace
+
 SimaNorm parse_sima_norm(const std::string& s, const std::string& who) {
-  if (s == "l1") return SimaNorm::L1;
-  if (s == "l2") return SimaNorm::L2;
-  if (s == "none") return SimaNorm::None;
-  fail(who, ": norm must be one of l1, l2, none (got '", s, "')");
+  return SimaNorm(word_index(sima_norm_names(), s, who, "norm"));
 }
 
 SimaOrder parse_sima_order(const std::string& s, const std::string& who) {
-  if (s == "auto") return SimaOrder::Auto;
-  if (s == "qk_first") return SimaOrder::QkFirst;
-  if (s == "kv_first") return SimaOrder::KvFirst;
-  fail(who, ": order must be one of auto, qk_first, kv_first (got '", s, "')");
+  return SimaOrder(word_index(sima_order_names(), s, who, "order"));
 }
 
 SimaOrder resolve_sima_order(SimaOrder order, int64_t N, int64_t d) {

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "nn/attention/attention.h"
 
@@ -16,8 +17,13 @@ namespace sima {
 enum class SimaNorm { L1, L2, None };               // ‖·‖₁ (the paper), ‖·‖₂, or raw q, k
 enum class SimaOrder { Auto, QkFirst, KvFirst };   // Auto: QkFirst iff N < d
 
-// "l1" | "l2" | "none" and "auto" | "qk_first" | "kv_first"; anything else is a sima::Error
-// naming `who`, the option and the allowed values.
+// The option words, in the enums' order: {"l1", "l2", "none"} and {"auto", "qk_first",
+// "kv_first"}. The variant table's norm and order keys (variants.cpp) and the parsers below
+// read these lists, so the words are written once.
+const std::vector<std::string>& sima_norm_names();
+const std::vector<std::string>& sima_order_names();
+// A word of those lists -> its enum; anything else is a sima::Error naming `who`, the option
+// and the allowed values.
 SimaNorm parse_sima_norm(const std::string& s, const std::string& who = "SimaAttention");
 SimaOrder parse_sima_order(const std::string& s, const std::string& who = "SimaAttention");
 // The order that runs for N query tokens of width d: Auto becomes QkFirst iff N < d.

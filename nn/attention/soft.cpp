@@ -66,38 +66,17 @@ void row_sq_norms(const float* x, int64_t n, int64_t d, float* out) {
   }
 }
 
-}  // namespace
+// The sizes of a gaussian_kernel call: P pairs of a (M×d), b (N×d).
+struct KernelDims {
+  int64_t P, M, N, d;
+  int64_t grain() const { return grain_for(kGemmGrain, M * N * (d + 4)); }
+};
 
-// ---- gaussian_kernel --------------------------------------------------------------
-// a (.., M, d), b (.., N, d) -> K (.., M, N),  K_ij = exp(−s·D_ij),  D_ij = ‖a_i − b_j‖²
-//
-// Forward per pair: D = ‖a_i‖² + ‖b_j‖² − 2·(a bᵀ)_ij, the cross term one gemm (as the
-// official subtraction_gaussian_kernel_torch). Rounding can leave D a hair below 0 where
-// a_i = b_j; it is clamped to 0 so that K ≤ 1 (the clamp is ignored by the backward).
-//
-// Backward, with W = dK ⊙ K (M×N), r_i = Σ_j W_ij, c_j = Σ_i W_ij:
-//   dL/dD_ij = −s·W_ij,  ∂D_ij/∂a_i = 2(a_i − b_j),  ∂D_ij/∂b_j = −2(a_i − b_j)
-//   da_i = Σ_j −2s W_ij (a_i − b_j) = 2s((W b)_i − r_i a_i)      (M×N · N×d)
-//   db_j = Σ_i  2s W_ij (a_i − b_j) = 2s((Wᵀ a)_j − c_j b_j)     (N×M · M×d)
-// When a and b are one tensor the engine adds the two gradients.
-Tensor gaussian_kernel(const Tensor& a, const Tensor& b, float scale, int64_t* exp_calls) {
-  check(a.defined() && b.defined(), "gaussian_kernel: undefined input");
-  check(a.dim() >= 2 && a.dim() == b.dim() && batch_dims(a) == batch_dims(b) &&
-            a.size(-1) == b.size(-1),
-        "gaussian_kernel: a ", a.shape(), " and b ", b.shape(),
-        " must be (..., M, d) and (..., N, d) with the same leading dims and d");
-  const int64_t M = a.size(-2), N = b.size(-2), d = a.size(-1);
-  const int64_t P = prod(a.shape(), 0, a.dim() - 2);
-  Shape ks = batch_dims(a);
-  ks.push_back(M);
-  ks.push_back(N);
-  Tensor K = empty(ks);
-  const float *pa = a.data(), *pb = b.data();
-  float* pk = K.data();
-  const int64_t grain = grain_for(kGemmGrain, M * N * (d + 4));
+// K = exp(−s·max(‖a_i‖² + ‖b_j‖² − 2(a bᵀ)_ij, 0)) for every pair; returns the exp() calls.
+int64_t gaussian_forward_kernel(const KernelDims& D, const float* pa, const float* pb, float* pk, float scale) {
+  const int64_t M = D.M, N = D.N, d = D.d;
   int64_t exps = 0;
-
-  parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
+  parallel_for(D.P, D.grain(), [&](int64_t p0, int64_t p1) {
     FlushDenormals ftz;
     Tensor norms = empty({M + N});  // ‖a_i‖², then ‖b_j‖²
     float *na = norms.data(), *nb = na + M;
@@ -122,50 +101,86 @@ Tensor gaussian_kernel(const Tensor& a, const Tensor& b, float scale, int64_t* e
 #pragma omp atomic
     exps += count;
   });
+  return exps;
+}
+
+// da, db (null: not wanted) from gK for every pair, the table above (derivation:
+// docs/derivations/soft.md).
+void gaussian_backward_kernel(const KernelDims& D, const float* pa, const float* pb, const float* pk,
+                              const float* pg, float* pda, float* pdb, float scale) {
+  const int64_t M = D.M, N = D.N, d = D.d;
+  const float s2 = 2.f * scale;
+  parallel_for(D.P, D.grain(), [&](int64_t p0, int64_t p1) {
+    FlushDenormals ftz;
+    Tensor work = empty({M * N + M + N});
+    float *w = work.data(), *r = w + M * N, *c = r + M;
+    for (int64_t p = p0; p < p1; ++p) {
+      const float *ap = pa + p * M * d, *bp = pb + p * N * d;
+      const float *kp = pk + p * M * N, *gp = pg + p * M * N;
+      std::fill(c, c + N, 0.f);
+      for (int64_t i = 0; i < M; ++i) {  // W = dK ⊙ K, its row sums r and column sums c
+        float ri = 0.f;
+        for (int64_t j = 0; j < N; ++j) {
+          const float wij = gp[i * N + j] * kp[i * N + j];
+          w[i * N + j] = wij;
+          ri += wij;
+          c[j] += wij;
+        }
+        r[i] = ri;
+      }
+      if (pda) {
+        float* dap = pda + p * M * d;
+        gemm(false, false, M, d, N, w, bp, 0.f, dap);  // W b (M×d)
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t k = 0; k < d; ++k) dap[i * d + k] = s2 * (dap[i * d + k] - r[i] * ap[i * d + k]);
+      }
+      if (pdb) {
+        float* dbp = pdb + p * N * d;
+        gemm(true, false, N, d, M, w, ap, 0.f, dbp);  // Wᵀ a (N×d)
+        for (int64_t j = 0; j < N; ++j)
+          for (int64_t k = 0; k < d; ++k) dbp[j * d + k] = s2 * (dbp[j * d + k] - c[j] * bp[j * d + k]);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+// ---- gaussian_kernel --------------------------------------------------------------
+// a (.., M, d), b (.., N, d) -> K (.., M, N),  K_ij = exp(−s·D_ij),  D_ij = ‖a_i − b_j‖²
+//
+// Forward per pair: D = ‖a_i‖² + ‖b_j‖² − 2·(a bᵀ)_ij, the cross term one gemm (as the
+// official subtraction_gaussian_kernel_torch). Rounding can leave D a hair below 0 where
+// a_i = b_j; it is clamped to 0 so that K ≤ 1 (the clamp is ignored by the backward).
+//
+// Backward, with W = dK ⊙ K (M×N), r_i = Σ_j W_ij, c_j = Σ_i W_ij:
+//   dL/dD_ij = −s·W_ij,  ∂D_ij/∂a_i = 2(a_i − b_j),  ∂D_ij/∂b_j = −2(a_i − b_j)
+//   da_i = Σ_j −2s W_ij (a_i − b_j) = 2s((W b)_i − r_i a_i)      (M×N · N×d)
+//   db_j = Σ_i  2s W_ij (a_i − b_j) = 2s((Wᵀ a)_j − c_j b_j)     (N×M · M×d)
+// When a and b are one tensor the engine adds the two gradients.
+Tensor gaussian_kernel(const Tensor& a, const Tensor& b, float scale, int64_t* exp_calls) {
+  check(a.defined() && b.defined(), "gaussian_kernel: undefined input");
+  check(a.dim() >= 2 && a.dim() == b.dim() && batch_dims(a) == batch_dims(b) &&
+            a.size(-1) == b.size(-1),
+        "gaussian_kernel: a ", a.shape(), " and b ", b.shape(),
+        " must be (..., M, d) and (..., N, d) with the same leading dims and d");
+  const KernelDims D{prod(a.shape(), 0, a.dim() - 2), a.size(-2), b.size(-2), a.size(-1)};
+  Shape ks = batch_dims(a);
+  ks.push_back(D.M);
+  ks.push_back(D.N);
+  Tensor K = empty(ks);
+  const int64_t exps = gaussian_forward_kernel(D, a.data(), b.data(), K.data(), scale);
   if (exp_calls) *exp_calls += exps;
 
   if (needs_grad(a, b))
     attach_grad_fn(K, "gaussian_kernel", {a, b},
                    [as = a.detach(), bs = b.detach(), Ks = K.detach(), ra = a.requires_grad(),
-                    rb = b.requires_grad(), scale, P, M, N, d, grain](const Tensor& gK) -> Grads {
+                    rb = b.requires_grad(), scale, D](const Tensor& gK) -> Grads {
                      // gK (.., M, N) -> da (.., M, d), db (.., N, d)
                      Tensor da = ra ? empty(as.shape()) : Tensor();
                      Tensor db = rb ? empty(bs.shape()) : Tensor();
-                     const float s2 = 2.f * scale;
-                     parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
-                       FlushDenormals ftz;
-                       Tensor work = empty({M * N + M + N});
-                       float *w = work.data(), *r = w + M * N, *c = r + M;
-                       for (int64_t p = p0; p < p1; ++p) {
-                         const float *ap = as.data() + p * M * d, *bp = bs.data() + p * N * d;
-                         const float *kp = Ks.data() + p * M * N, *gp = gK.data() + p * M * N;
-                         std::fill(c, c + N, 0.f);
-                         for (int64_t i = 0; i < M; ++i) {
-                           float ri = 0.f;
-                           for (int64_t j = 0; j < N; ++j) {
-                             const float wij = gp[i * N + j] * kp[i * N + j];
-                             w[i * N + j] = wij;
-                             ri += wij;
-                             c[j] += wij;
-                           }
-                           r[i] = ri;
-                         }
-                         if (ra) {
-                           float* dap = da.data() + p * M * d;
-                           gemm(false, false, M, d, N, w, bp, 0.f, dap);  // W b (M×d)
-                           for (int64_t i = 0; i < M; ++i)
-                             for (int64_t k = 0; k < d; ++k)
-                               dap[i * d + k] = s2 * (dap[i * d + k] - r[i] * ap[i * d + k]);
-                         }
-                         if (rb) {
-                           float* dbp = db.data() + p * N * d;
-                           gemm(true, false, N, d, M, w, ap, 0.f, dbp);  // Wᵀ a (N×d)
-                           for (int64_t j = 0; j < N; ++j)
-                             for (int64_t k = 0; k < d; ++k)
-                               dbp[j * d + k] = s2 * (dbp[j * d + k] - c[j] * bp[j * d + k]);
-                         }
-                       }
-                     });
+                     gaussian_backward_kernel(D, as.data(), bs.data(), Ks.data(), gK.data(),
+                                              ra ? da.data() : nullptr, rb ? db.data() : nullptr, scale);
                      return {da, db};
                    });
   return K;

@@ -74,6 +74,80 @@ void softmax_rows_backward(float* dP, const float* P, int64_t rows, int64_t n, f
   }
 }
 
+// The sizes of a call: B·h pairs of Nq queries, Nk keys, q/k width d, v width dv.
+struct Dims {
+  int64_t B, h, Nq, Nk, d, dv;
+  int64_t pairs() const { return B * h; }
+  int64_t nn() const { return Nq * Nk; }
+};
+
+// The tensors a call reads and writes (null where absent). P: the saved softmax (B, h, Nq, Nk),
+// or null when there is no backward (then each chunk reuses one matrix).
+struct Buffers {
+  const float *q, *k, *v, *mask;
+  float *P, *o;
+};
+
+// Forward of every pair (the table at the top); returns the exp() calls.
+int64_t forward_kernel(const Dims& D, const Buffers& b, float scale) {
+  const int64_t Nq = D.Nq, Nk = D.Nk, d = D.d, dv = D.dv, nn = D.nn();
+  std::atomic<int64_t> exps{0};
+  parallel_for(D.pairs(), grain_for(kGemmGrain, nn * (d + dv)), [&](int64_t i0, int64_t i1) {
+    Tensor buf = b.mask ? empty({Nq, Nk}) : Tensor();  // Pd = P ⊙ M
+    Tensor Pbuf = b.P ? Tensor() : empty({Nq, Nk});    // P when it is not saved
+    int64_t local_exps = 0;
+    for (int64_t i = i0; i < i1; ++i) {
+      float* Pi = b.P ? b.P + i * nn : Pbuf.data();
+      gemm(false, true, Nq, Nk, d, b.q + i * Nq * d, b.k + i * Nk * d, 0.f, Pi);  // S = q kᵀ
+      local_exps += softmax_rows(Pi, Nq, Nk, scale);
+      const float* A = Pi;
+      if (b.mask) {
+        const float* Mi = b.mask + i * nn;
+        float* pd = buf.data();
+        for (int64_t j = 0; j < nn; ++j) pd[j] = Pi[j] * Mi[j];
+        A = pd;
+      }
+      gemm(false, false, Nq, dv, Nk, A, b.v + i * Nk * dv, 0.f, b.o + i * Nq * dv);  // o = Pd v
+    }
+    exps += local_exps;
+  });
+  return exps.load();
+}
+
+// Gradients to fill (null: not wanted).
+struct GradBuffers {
+  float *dq, *dk, *dv;
+};
+
+// Backward of every pair from gO (B, h, Nq, dv): the table at the top (derivation:
+// docs/derivations/softmax_attention.md).
+void backward_kernel(const Dims& D, const Buffers& b, const float* pg, const GradBuffers& r, float scale) {
+  const int64_t Nq = D.Nq, Nk = D.Nk, d = D.d, dv = D.dv, nn = D.nn();
+  parallel_for(D.pairs(), grain_for(kGemmGrain, nn * (2 * d + 2 * dv)), [&](int64_t i0, int64_t i1) {
+    Tensor dP = empty({Nq, Nk}), Pd = b.mask && r.dv ? empty({Nq, Nk}) : Tensor();
+    float* dp = dP.data();
+    for (int64_t i = i0; i < i1; ++i) {
+      const float *Pi = b.P + i * nn, *Mi = b.mask ? b.mask + i * nn : nullptr, *gi = pg + i * Nq * dv;
+      if (r.dv) {  // dv = Pdᵀ dO
+        const float* A = Pi;
+        if (Mi) {
+          float* pd = Pd.data();
+          for (int64_t j = 0; j < nn; ++j) pd[j] = Pi[j] * Mi[j];
+          A = pd;
+        }
+        gemm(true, false, Nk, dv, Nq, A, gi, 0.f, r.dv + i * Nk * dv);
+      }
+      if (!r.dq && !r.dk) continue;
+      gemm(false, true, Nq, Nk, dv, gi, b.v + i * Nk * dv, 0.f, dp);  // dPd = dO vᵀ
+      if (Mi)
+        for (int64_t j = 0; j < nn; ++j) dp[j] *= Mi[j];  // dP = dPd ⊙ M
+      softmax_rows_backward(dp, Pi, Nq, Nk, scale);  // dS = s · P ⊙ (dP − rowsum(dP ⊙ P))
+      if (r.dq) gemm(false, false, Nq, d, Nk, dp, b.k + i * Nk * d, 0.f, r.dq + i * Nq * d);  // dS k
+      if (r.dk) gemm(true, false, Nk, d, Nq, dp, b.q + i * Nq * d, 0.f, r.dk + i * Nk * d);   // dSᵀ q
+    }
+  });
+}
+
 }  // namespace
 
 // q (B, h, Nq, d), k (B, h, Nk, d), v (B, h, Nk, dv) -> o (B, h, Nq, dv).
@@ -82,94 +156,43 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, floa
   check(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
         "softmax_attention: q, k, v must be (B, h, N, d), got q ", q.shape(), ", k ", k.shape(),
         ", v ", v.shape());
-  const int64_t B = q.size(0), h = q.size(1), Nq = q.size(2), d = q.size(3);
-  const int64_t Nk = k.size(2), dv = v.size(3);
-  check(k.size(0) == B && k.size(1) == h && k.size(3) == d && v.size(0) == B && v.size(1) == h &&
-            v.size(2) == Nk,
+  const Dims D{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
+  check(k.size(0) == D.B && k.size(1) == D.h && k.size(3) == D.d && v.size(0) == D.B && v.size(1) == D.h &&
+            v.size(2) == D.Nk,
         "softmax_attention: q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(),
         " do not match (need q (B, h, Nq, d), k (B, h, Nk, d), v (B, h, Nk, dv))");
-  check(Nk > 0, "softmax_attention: no keys to attend to (k ", k.shape(), ")");
+  check(D.Nk > 0, "softmax_attention: no keys to attend to (k ", k.shape(), ")");
   check(scale > 0.f, "softmax_attention: scale must be positive, got ", scale);
   check(attn_drop >= 0.f && attn_drop < 1.f, "softmax_attention: attn_drop must be in [0, 1), got ",
         attn_drop);
 
-  const int64_t pairs = B * h, nn = Nq * Nk;
-  // P is kept for the backward only when there will be one; else each chunk reuses one matrix.
+  // P is kept for the backward only when there will be one.
   const bool save = needs_grad(q, k, v);
-  Tensor o = empty({B, h, Nq, dv}), P = save ? empty({B, h, Nq, Nk}) : Tensor();
-
+  Tensor o = empty({D.B, D.h, D.Nq, D.dv}), P = save ? empty({D.B, D.h, D.Nq, D.Nk}) : Tensor();
   // Dropout mask, drawn serially (same numbers at any thread count, same as F.dropout).
-  const bool drop = training && attn_drop > 0.f;
   Tensor mask;
-  if (drop) {
-    mask = empty({B, h, Nq, Nk});
+  if (training && attn_drop > 0.f) {
+    mask = empty({D.B, D.h, D.Nq, D.Nk});
     const float keep_scale = 1.f / (1.f - attn_drop);
     float* pm = mask.data();
-    for (int64_t i = 0; i < pairs * nn; ++i) pm[i] = gen.uniform() >= attn_drop ? keep_scale : 0.f;
+    for (int64_t i = 0; i < D.pairs() * D.nn(); ++i) pm[i] = gen.uniform() >= attn_drop ? keep_scale : 0.f;
   }
-
-  const float *pq = q.data(), *pk = k.data(), *pv = v.data(), *pmask = drop ? mask.data() : nullptr;
-  float *po = o.data(), *pP = save ? P.data() : nullptr;
-  std::atomic<int64_t> exps{0};
-  parallel_for(pairs, grain_for(kGemmGrain, nn * (d + dv)), [&](int64_t i0, int64_t i1) {
-    Tensor buf = drop ? empty({Nq, Nk}) : Tensor();   // Pd = P ⊙ M
-    Tensor Pbuf = save ? Tensor() : empty({Nq, Nk});  // P when it is not saved
-    int64_t local_exps = 0;
-    for (int64_t i = i0; i < i1; ++i) {
-      float* Pi = save ? pP + i * nn : Pbuf.data();
-      gemm(false, true, Nq, Nk, d, pq + i * Nq * d, pk + i * Nk * d, 0.f, Pi);  // S = q kᵀ
-      local_exps += softmax_rows(Pi, Nq, Nk, scale);
-      const float* A = Pi;
-      if (drop) {
-        const float* Mi = pmask + i * nn;
-        float* pd = buf.data();
-        for (int64_t j = 0; j < nn; ++j) pd[j] = Pi[j] * Mi[j];
-        A = pd;
-      }
-      gemm(false, false, Nq, dv, Nk, A, pv + i * Nk * dv, 0.f, po + i * Nq * dv);  // o = Pd v
-    }
-    exps += local_exps;
-  });
-  if (exp_calls) *exp_calls += exps.load();
+  const Buffers b{q.data(), k.data(), v.data(), mask.defined() ? mask.data() : nullptr,
+                  save ? P.data() : nullptr, o.data()};
+  const int64_t exps = forward_kernel(D, b, scale);
+  if (exp_calls) *exp_calls += exps;
 
   if (save) {
     attach_grad_fn(o, "softmax_attention", {q, k, v},
-                   [qs = q.detach(), ks = k.detach(), vs = v.detach(), P, mask, scale,
+                   [qs = q.detach(), ks = k.detach(), vs = v.detach(), P, mask, scale, D,
                     rq = q.requires_grad(), rk = k.requires_grad(),
                     rv = v.requires_grad()](const Tensor& gO) -> Grads {
       // gO (B, h, Nq, dv) -> dq (B, h, Nq, d), dk (B, h, Nk, d), dv (B, h, Nk, dv).
-      const int64_t B = qs.size(0), h = qs.size(1), Nq = qs.size(2), d = qs.size(3);
-      const int64_t Nk = ks.size(2), dv = vs.size(3), pairs = B * h, nn = Nq * Nk;
-      const bool drop = mask.defined();
       Tensor dq = rq ? empty(qs.shape()) : Tensor(), dk = rk ? empty(ks.shape()) : Tensor(),
              dvt = rv ? empty(vs.shape()) : Tensor();
-      const float *pq = qs.data(), *pk = ks.data(), *pv = vs.data(), *pP = P.data(),
-                  *pm = drop ? mask.data() : nullptr, *pg = gO.data();
-      float *pdq = rq ? dq.data() : nullptr, *pdk = rk ? dk.data() : nullptr,
-            *pdv = rv ? dvt.data() : nullptr;
-      parallel_for(pairs, grain_for(kGemmGrain, nn * (2 * d + 2 * dv)), [&](int64_t i0, int64_t i1) {
-        Tensor dP = empty({Nq, Nk}), Pd = drop && rv ? empty({Nq, Nk}) : Tensor();
-        float* dp = dP.data();
-        for (int64_t i = i0; i < i1; ++i) {
-          const float *Pi = pP + i * nn, *Mi = drop ? pm + i * nn : nullptr, *gi = pg + i * Nq * dv;
-          if (rv) {  // dv = Pdᵀ dO
-            const float* A = Pi;
-            if (drop) {
-              float* pd = Pd.data();
-              for (int64_t j = 0; j < nn; ++j) pd[j] = Pi[j] * Mi[j];
-              A = pd;
-            }
-            gemm(true, false, Nk, dv, Nq, A, gi, 0.f, pdv + i * Nk * dv);
-          }
-          if (!rq && !rk) continue;
-          gemm(false, true, Nq, Nk, dv, gi, pv + i * Nk * dv, 0.f, dp);  // dPd = dO vᵀ
-          if (drop)
-            for (int64_t j = 0; j < nn; ++j) dp[j] *= Mi[j];  // dP = dPd ⊙ M
-          softmax_rows_backward(dp, Pi, Nq, Nk, scale);  // dS = s · P ⊙ (dP − rowsum(dP ⊙ P))
-          if (rq) gemm(false, false, Nq, d, Nk, dp, pk + i * Nk * d, 0.f, pdq + i * Nq * d);  // dS k
-          if (rk) gemm(true, false, Nk, d, Nq, dp, pq + i * Nq * d, 0.f, pdk + i * Nk * d);  // dSᵀ q
-        }
-      });
+      const Buffers b{qs.data(), ks.data(), vs.data(), mask.defined() ? mask.data() : nullptr, P.data(), nullptr};
+      backward_kernel(D, b, gO.data(), {rq ? dq.data() : nullptr, rk ? dk.data() : nullptr, rv ? dvt.data() : nullptr},
+                      scale);
       return {dq, dk, dvt};
     });
   }

@@ -96,100 +96,172 @@ std::function<std::shared_ptr<Attention>(const AttentionOptions&)> make() {
   return [](const AttentionOptions& o) { return std::make_shared<T>(o); };
 }
 
-// ---- the table ------------------------------------------------------------------------
+// ---- the rows: each holds every fact of its variant ------------------------------------
+// Options, traits and the parameters the module adds to qkv / proj (its constructor's), with
+// D = C, h heads of width d; Linear(a, b) with bias is a·b + b, a LayerNorm(d) 2d.
+
+double heads(const AttentionOptions& o) { return o.num_heads > 0 ? double(o.num_heads) : 0.0; }
+// A row with its name, help and factory; the row functions below add the rest.
+template <class T>
+AttentionVariant row_of(const char* name, const char* help) {
+  AttentionVariant row;
+  row.name = name;
+  row.help = help;
+  row.make = make<T>();
+  return row;
+}
+
+double positive(int64_t v) { return v > 0 ? double(v) : 0.0; }
+double head_width(const AttentionOptions& o) { return o.num_heads > 0 ? positive(o.dim / o.num_heads) : 0.0; }
+
+AttentionVariant softmax_row() {
+  AttentionVariant row = row_of<SoftmaxAttention>("softmax",
+      "softmax(q k^T / sqrt(d)) v (ViT, DeiT; timm's Attention)");
+  row.traits.strided_kv = row.traits.softmax_row = row.traits.token_maps = true;
+  return row;
+}
+
+AttentionVariant xca_row() {
+  AttentionVariant row = row_of<XCAttention>("xca", "cross-covariance attention over channels (XCiT; timm's XCA)");
+  row.extra_parameters = [](const AttentionOptions& o) { return heads(o); };  // temperature (h, 1, 1)
+  return row;
+}
+
+AttentionVariant sima_row() {
+  AttentionVariant row = row_of<SimaAttention>("sima", "SimA: l1-normalised q, k, no softmax (UCDvision/sima)");
+  row.options = {
+      choice("norm", &AttentionOptions::norm, sima_norm_names(),
+             "how q and k are normalised over the tokens per channel (l1: the paper)"),
+      choice("order", &AttentionOptions::order, sima_order_names(),
+             "product order; auto = (q k^T) v iff N < d, as the official code"),
+      at_least<float>("eps", &AttentionOptions::eps, 0.f, true, "floor of the q, k channel norms (F.normalize's eps)")};
+  row.traits.strided_kv = true;
+  row.traits.class_attention = "sima";
+  return row;
+}
+
+AttentionVariant relu_row() {
+  AttentionVariant row = row_of<ReluAttention>("relu",
+      "h(q k^T / sqrt(d)) v / N^alpha, h elementwise (ReLU attention)");
+  row.options = {
+      finite("alpha", &AttentionOptions::alpha, "the output is scaled by N^-alpha"),
+      choice("fn", &AttentionOptions::fn, {"relu", "relu2", "gelu", "softplus", "identity", "relu6", "sigmoid"},
+             "the function applied to the scores q k^T / sqrt(d)"),
+      flag("qk_norm", &AttentionOptions::qk_norm, "LayerNorm over d on q and k"),
+      flag("qk_norm_bias", &AttentionOptions::qk_norm_bias,
+           "relu: the qk LayerNorm has a bias (timm); false: scale only (Flax normalize_qk)"),
+      flag("gate", &AttentionOptions::gate, "multiply the merged heads by Linear(C, C)(x) before proj")};
+  row.traits.token_maps = true;
+  row.extra_parameters = [](const AttentionOptions& o) {
+    const double d = head_width(o), D = positive(o.dim);
+    return (o.qk_norm ? 2 * (d + (o.qk_norm_bias ? d : 0.0)) : 0.0) + (o.gate ? D * D + D : 0.0);
+  };
+  return row;
+}
+
+AttentionVariant soft_row() {
+  AttentionVariant row = row_of<SoftAttention>("soft",
+      "SOFT: Gaussian kernel with Nystrom bottleneck tokens, q = k (fudan-zvg/SOFT)");
+  row.options = {
+      at_least<int64_t>("sr", &AttentionOptions::sr, 1, false, "bottleneck kernel = stride on the token grid"),
+      choice("bottleneck", &AttentionOptions::bottleneck, {"conv", "avgpool"},
+             "how the bottleneck tokens are made from q"),
+      at_least<int64_t>("nr_iters", &AttentionOptions::nr_iters, 0, false,
+                        "Newton-Raphson iterations of the pseudo-inverse"),
+      at_least<float>("ridge", &AttentionOptions::ridge, 0.f, false,
+                      "soft: iterate on A + ridge I (the official 0.01; 0: none)"),
+      odd_or_zero("v_conv", &AttentionOptions::v_conv,
+                  "soft: kernel of the depthwise conv on v added to the output (0: none)"),
+      choice("nr_backward", &AttentionOptions::nr_backward, {"inverse", "unrolled"},
+             "soft: inverse = the official -V^T G V^T; unrolled = through the iterations")};
+  row.traits.shares_qk = row.traits.needs_grid = true;
+  row.traits.min_grid_side = [](const AttentionOptions& o) { return o.sr; };
+  row.extra_parameters = [](const AttentionOptions& o) {
+    const double d = head_width(o), k = positive(o.v_conv), sr = positive(o.sr);
+    return (o.v_conv > 0 ? heads(o) * k * k : 0.0) +                   // depthwise Conv2d(h, h, k), no bias
+           (o.bottleneck == "conv" ? d * d * sr * sr + 2 * d : 0.0);  // Conv2d(d, d, sr) + LayerNorm(d)
+  };
+  return row;
+}
+
+AttentionVariant performer_row() {
+  AttentionVariant row = row_of<PerformerAttention>("performer",
+      "FAVOR+: positive orthogonal random features (Performer)");  // its features are buffers, not parameters
+  row.options = {
+      at_least<int64_t>("nb_features", &AttentionOptions::nb_features, 0, false,
+                        "performer: random features m (0: int(d ln d))"),
+      at_least<int64_t>("redraw_interval", &AttentionOptions::redraw_interval, 0, false,
+                        "performer: training forward calls between redraws (0: never)"),
+      at_least<int64_t>("feature_seed", &AttentionOptions::feature_seed, 0, false,
+                        "performer: seed of every feature draw"),
+      field<int64_t>("ortho_scaling", &AttentionOptions::ortho_scaling, "0, 1",
+                     [](const int64_t& x) {
+                       return x == 0 || x == 1 ? std::string() : "must be 0 or 1, got " + std::to_string(x);
+                     },
+                     "performer: row lengths of the features (0: Gaussian, 1: sqrt(d))"),
+      at_least<float>("feature_eps", &AttentionOptions::feature_eps, 0.f, true,
+                      "performer: added to every random feature")};
+  return row;
+}
+
+AttentionVariant nystromformer_row() {
+  AttentionVariant row = row_of<NystromAttention>("nystromformer",
+      "Nystrom approximation with segment-mean landmarks (Nystromformer)");
+  row.options = {
+      at_least<int64_t>("num_landmarks", &AttentionOptions::num_landmarks, 1, false,
+                        "nystromformer: segment-mean landmarks m (<= N)"),
+      at_least<int64_t>("pinv_iters", &AttentionOptions::pinv_iters, 0, false,
+                        "nystromformer: iterations of the pseudo-inverse"),
+      choice("pinv_init", &AttentionOptions::pinv_init, {"original", "exact"},
+             "nystromformer: original = one scale per batch (official); exact = per matrix"),
+      odd_or_zero("conv_kernel_size", &AttentionOptions::conv_kernel_size,
+                  "nystromformer: depthwise conv of v over the tokens (0: none)")};
+  row.extra_parameters = [](const AttentionOptions& o) {
+    return o.conv_kernel_size > 0 ? heads(o) * positive(o.conv_kernel_size) : 0.0;  // Conv2d(h, h, (k, 1)), no bias
+  };
+  return row;
+}
+
+AttentionVariant linformer_row() {
+  AttentionVariant row = row_of<LinformerAttention>("linformer",
+      "softmax(q (E k)^T / sqrt(d)) (F v), E, F learned along the tokens (Linformer)");
+  row.options = {
+      at_least<int64_t>("proj_len", &AttentionOptions::proj_len, 0, false,
+                        "linformer: tokens k that K, V are projected to (0: N / 4)"),
+      choice("sharing", &AttentionOptions::sharing, {"headwise", "kv", "none"},
+             "linformer: one E, F for all heads (fairseq), E = F too, or per head"),
+      choice("compress", &AttentionOptions::compress, {"kv", "input"},
+             "linformer: E, F act on k, v (the paper) or on x before the projection (fairseq)")};
+  row.extra_parameters = [](const AttentionOptions& o) {  // E, F (k, N): one pair, one shared, or h pairs
+    const double k = o.proj_len > 0 ? positive(o.proj_len) : std::max(1.0, double(o.num_tokens / 4));
+    const double one = (o.sharing == "none" ? heads(o) : 1.0) * k * positive(o.num_tokens);
+    return o.sharing == "kv" ? one : 2 * one;
+  };
+  return row;
+}
+
+AttentionVariant cosformer_row() {
+  AttentionVariant row = row_of<CosformerAttention>(
+      "cosformer", "linear attention with phi = relu, optional cos re-weighting (cosFormer)");
+  row.options = {choice("reweight", &AttentionOptions::reweight, {"none", "cos1d", "cos2d"},
+                        "cosformer: none (SimA Table 2), cos1d (cosFormer Eq. 10), cos2d (SimA A.4)")};
+  return row;
+}
 
 std::deque<AttentionVariant> build_table() {
-  const auto sima_norm = choice("norm", &AttentionOptions::norm, {"l1", "l2", "none"},
-                                "how q and k are normalised over the tokens per channel (l1: the paper)");
-  const auto sima_order = choice("order", &AttentionOptions::order, {"auto", "qk_first", "kv_first"},
-                                 "product order; auto = (q k^T) v iff N < d, as the official code");
-  const auto sima_eps = at_least<float>("eps", &AttentionOptions::eps, 0.f, true,
-                                        "floor of the q, k channel norms (F.normalize's eps)");
-  const auto relu_alpha = finite("alpha", &AttentionOptions::alpha, "the output is scaled by N^-alpha");
-  const auto relu_fn = choice("fn", &AttentionOptions::fn,
-                              {"relu", "relu2", "gelu", "softplus", "identity", "relu6", "sigmoid"},
-                              "the function applied to the scores q k^T / sqrt(d)");
-  const auto relu_qk_norm = flag("qk_norm", &AttentionOptions::qk_norm, "LayerNorm over d on q and k");
-  const auto relu_gate = flag("gate", &AttentionOptions::gate,
-                              "multiply the merged heads by Linear(C, C)(x) before proj");
-  const auto soft_sr = at_least<int64_t>("sr", &AttentionOptions::sr, 1, false,
-                                         "bottleneck kernel = stride on the token grid");
-  const auto soft_bottleneck = choice("bottleneck", &AttentionOptions::bottleneck, {"conv", "avgpool"},
-                                      "how the bottleneck tokens are made from q");
-  const auto soft_iters = at_least<int64_t>("nr_iters", &AttentionOptions::nr_iters, 0, false,
-                                            "Newton-Raphson iterations of the pseudo-inverse");
-
-  const auto relu_qk_norm_bias = flag("qk_norm_bias", &AttentionOptions::qk_norm_bias,
-                                      "relu: the qk LayerNorm has a bias (timm); false: scale only (Flax normalize_qk)");
-  const auto soft_ridge = at_least<float>("ridge", &AttentionOptions::ridge, 0.f, false,
-                                          "soft: iterate on A + ridge I (the official 0.01; 0: none)");
-  const auto soft_v_conv = odd_or_zero("v_conv", &AttentionOptions::v_conv,
-                                       "soft: kernel of the depthwise conv on v added to the output (0: none)");
-  const auto soft_backward = choice("nr_backward", &AttentionOptions::nr_backward, {"inverse", "unrolled"},
-                                    "soft: inverse = the official -V^T G V^T; unrolled = through the iterations");
-  const auto cos_reweight = choice("reweight", &AttentionOptions::reweight, {"none", "cos1d", "cos2d"},
-                                   "cosformer: none (SimA Table 2), cos1d (cosFormer Eq. 10), cos2d (SimA A.4)");
-  const auto perf_features = at_least<int64_t>("nb_features", &AttentionOptions::nb_features, 0, false,
-                                               "performer: random features m (0: int(d ln d))");
-  const auto perf_redraw = at_least<int64_t>("redraw_interval", &AttentionOptions::redraw_interval, 0, false,
-                                             "performer: training forward calls between redraws (0: never)");
-  const auto perf_seed = at_least<int64_t>("feature_seed", &AttentionOptions::feature_seed, 0, false,
-                                           "performer: seed of every feature draw");
-  const auto perf_scaling = field<int64_t>("ortho_scaling", &AttentionOptions::ortho_scaling, "0, 1",
-                                           [](const int64_t& x) {
-                                             return x == 0 || x == 1 ? std::string()
-                                                                     : "must be 0 or 1, got " + std::to_string(x);
-                                           },
-                                           "performer: row lengths of the features (0: Gaussian, 1: sqrt(d))");
-  const auto perf_eps = at_least<float>("feature_eps", &AttentionOptions::feature_eps, 0.f, true,
-                                        "performer: added to every random feature");
-  const auto nys_landmarks = at_least<int64_t>("num_landmarks", &AttentionOptions::num_landmarks, 1, false,
-                                               "nystromformer: segment-mean landmarks m (<= N)");
-  const auto nys_iters = at_least<int64_t>("pinv_iters", &AttentionOptions::pinv_iters, 0, false,
-                                           "nystromformer: iterations of the pseudo-inverse");
-  const auto nys_init = choice("pinv_init", &AttentionOptions::pinv_init, {"original", "exact"},
-                               "nystromformer: original = one scale per batch (official); exact = per matrix");
-  const auto nys_conv = odd_or_zero("conv_kernel_size", &AttentionOptions::conv_kernel_size,
-                                    "nystromformer: depthwise conv of v over the tokens (0: none)");
-  const auto lin_proj_len = at_least<int64_t>("proj_len", &AttentionOptions::proj_len, 0, false,
-                                              "linformer: tokens k that K, V are projected to (0: N / 4)");
-  const auto lin_sharing = choice("sharing", &AttentionOptions::sharing, {"headwise", "kv", "none"},
-                                  "linformer: one E, F for all heads (fairseq), E = F too, or per head");
-  const auto lin_compress = choice("compress", &AttentionOptions::compress, {"kv", "input"},
-                                   "linformer: E, F act on k, v (the paper) or on x before the projection (fairseq)");
-
-  AttentionTraits softmax_traits;
-  softmax_traits.strided_kv = softmax_traits.softmax_row = true;
-  AttentionTraits sima_traits;
-  sima_traits.strided_kv = true;
-  sima_traits.class_attention = "sima";
-  AttentionTraits soft_traits;
-  soft_traits.shares_qk = soft_traits.needs_grid = true;
-  soft_traits.min_grid_side = [](const AttentionOptions& o) { return o.sr; };
-
   return {
-      {"softmax", "softmax(q k^T / sqrt(d)) v (ViT, DeiT; timm's Attention)", make<SoftmaxAttention>(), {},
-       softmax_traits},
-      {"xca", "cross-covariance attention over channels (XCiT; timm's XCA)", make<XCAttention>(), {}, {}},
-      {"sima", "SimA: l1-normalised q, k, no softmax (UCDvision/sima)", make<SimaAttention>(),
-       {sima_norm, sima_order, sima_eps}, sima_traits},
-      {"relu", "h(q k^T / sqrt(d)) v / N^alpha, h elementwise (ReLU attention)", make<ReluAttention>(),
-       {relu_alpha, relu_fn, relu_qk_norm, relu_qk_norm_bias, relu_gate}, {}},
-      {"soft", "SOFT: Gaussian kernel with Nystrom bottleneck tokens, q = k (fudan-zvg/SOFT)",
-       make<SoftAttention>(), {soft_sr, soft_bottleneck, soft_iters, soft_ridge, soft_v_conv, soft_backward},
-       soft_traits},
-      {"linear_elu", "linear attention with phi = elu + 1 (Katharopoulos et al.)", make<LinearEluAttention>(), {},
-       {}},
-      {"cosformer", "linear attention with phi = relu, optional cos re-weighting (cosFormer)",
-       make<CosformerAttention>(), {cos_reweight}, {}},
-      {"performer", "FAVOR+: positive orthogonal random features (Performer)", make<PerformerAttention>(),
-       {perf_features, perf_redraw, perf_seed, perf_scaling, perf_eps}, {}},
-      {"nystromformer", "Nystrom approximation with segment-mean landmarks (Nystromformer)",
-       make<NystromAttention>(), {nys_landmarks, nys_iters, nys_init, nys_conv}, {}},
-      {"efficient", "softmax of q over channels, of k over tokens, q (k^T v) (Efficient Attention)",
-       make<EfficientAttention>(), {}, {}},
-      {"linformer", "softmax(q (E k)^T / sqrt(d)) (F v), E, F learned along the tokens (Linformer)",
-       make<LinformerAttention>(), {lin_proj_len, lin_sharing, lin_compress}, {}},
+      softmax_row(),
+      xca_row(),
+      sima_row(),
+      relu_row(),
+      soft_row(),
+      row_of<LinearEluAttention>("linear_elu", "linear attention with phi = elu + 1 (Katharopoulos et al.)"),
+      cosformer_row(),
+      performer_row(),
+      nystromformer_row(),
+      row_of<EfficientAttention>("efficient",
+                                 "softmax of q over channels, of k over tokens, q (k^T v) (Efficient Attention)"),
+      linformer_row(),
   };
 }
 
@@ -284,6 +356,11 @@ const AttentionVariant& attention_variant(const std::string& name, const std::st
     if (v.name == name) return v;
   fail(who, who.empty() ? "" : ": ", "attention variant '", name, "' is unknown (allowed: ",
        join(attention_variant_names()), ")");
+}
+
+double attention_extra_parameters(const AttentionOptions& opt) {
+  const AttentionVariant& row = attention_variant(opt.variant, "model");
+  return row.extra_parameters ? row.extra_parameters(opt) : 0.0;
 }
 
 int64_t attention_min_grid_side(const AttentionOptions& opt) {

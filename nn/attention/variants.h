@@ -5,8 +5,10 @@
 // `sima-train --config-reference`, `sima-bench attention`, CvT, XCiT, heatmaps and the tests
 // (docs/adding_a_variant.md walks through adding a row).
 //
-// The options themselves stay plain fields of AttentionOptions (attention.h); a row's option
-// specs read and write those fields.
+// A row's option specs read and write either a field of AttentionOptions (attention.h: the
+// options the built-in variants share a name for) or a key the row owns (own_option below:
+// its value in AttentionOptions::own, its default in the spec), which is how a variant from
+// outside the library gets options of its own.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/json_schema.h"
 #include "nn/attention/attention.h"
 
@@ -35,6 +38,9 @@ struct AttentionTraits {
   std::string class_attention = "softmax";
   // The smallest token-grid side the options allow (SOFT: its bottleneck kernel sr); null: 1.
   std::function<int64_t(const AttentionOptions&)> min_grid_side;
+  // Its core keeps N × N maps per head for the backward (softmax, relu): the memory budget
+  // (models/budget.cpp) counts 2·h·N² floats a block for them.
+  bool token_maps = false;
 };
 
 struct AttentionVariant {
@@ -43,6 +49,11 @@ struct AttentionVariant {
   std::function<std::shared_ptr<Attention>(const AttentionOptions&)> make;
   std::vector<AttentionOptionSpec> options;  // the model.attention keys it reads besides "type"
   AttentionTraits traits;
+  // The parameters the module adds to qkv and proj (XCA's temperature, linformer's E and F,
+  // ...), counted from the options as its constructor makes them: the memory budget counts a
+  // model's parameters with it before building the model (count_parameters, models/budget.h).
+  // Null: none.
+  std::function<double(const AttentionOptions&)> extra_parameters;
 
   const AttentionOptionSpec* option(const std::string& key) const;  // null when it does not read `key`
   std::vector<std::string> option_keys() const;
@@ -65,11 +76,56 @@ const AttentionVariant& attention_variant(const std::string& name, const std::st
 //   - help not empty, make set; traits.class_attention "softmax" or "sima";
 //   - options: each key not empty, not "type", once in the row; type one of bool, integer,
 //     number, string; help, valid, read, write, validate set; write() of the default
-//     AttentionOptions a JSON value of that type. A key another row reads names the same AttentionOptions field, so it
-//     must have that row's type and default.
-// Options are fields of AttentionOptions: a variant from outside reads existing keys or none.
+//     AttentionOptions a JSON value of that type. A key another row reads is the same option
+//     (the same AttentionOptions field or owned key), so it must have that row's type and default.
+// A variant from outside reads keys of the built-in rows (their specs) and keys of its own
+// (own_option), and counts its parameters with extra_parameters.
 // Not thread-safe: register at the start of main(), before any thread reads the table.
 void register_attention_variant(AttentionVariant row);
+
+// An option key the row owns, of type T (bool, int64_t, float, double, std::string): read into
+// AttentionOptions::own, checked by `rule` (core/json_schema.h: at_least, above, within,
+// one_of, ...), absent = `fallback`, the default --config-reference lists. A module reads it with
+// attention_option<T>.
+template <class T>
+AttentionOptionSpec own_option(const std::string& key, T fallback, Rule<T> rule, const std::string& help) {
+  AttentionOptionSpec s;
+  s.key = key;
+  s.type = JsonType<T>::word;
+  s.valid = rule.valid.empty() ? std::string("any ") + JsonType<T>::word : rule.valid;
+  s.help = help;
+  const nlohmann::json def = json_of(fallback);
+  auto why_not = rule.why_not;
+  s.write = [key, def](const AttentionOptions& o) { return o.own.contains(key) ? o.own.at(key) : def; };
+  s.read = [key, def, why_not](AttentionOptions& o, const nlohmann::json& v, const std::string& path) {
+    const T x = json_value<T>(v, path);
+    const std::string why = why_not ? why_not(x) : "";
+    check(why.empty(), path, ": ", why);
+    const nlohmann::json value = json_of(x);
+    if (value == def) o.own.erase(key);
+    else o.own[key] = value;
+  };
+  s.validate = [key, why_not](const AttentionOptions& o) {
+    if (!o.own.contains(key)) return std::string();
+    const std::string why = why_not ? why_not(json_value<T>(o.own.at(key), key)) : "";
+    return why.empty() ? why : key + ": " + why;
+  };
+  return s;
+}
+
+// The value of option `key` of opt's variant (a field or an owned key, its default when unset),
+// or a sima::Error naming the variant and the keys it reads.
+template <class T>
+T attention_option(const AttentionOptions& opt, const std::string& key) {
+  const AttentionVariant& row = attention_variant(opt.variant);
+  const AttentionOptionSpec* s = row.option(key);
+  check(s != nullptr, "attention variant '", row.name, "' does not read option ", key, " (it reads: ", row.reads(),
+        ")");
+  return json_value<T>(s->write(opt), "attention." + key);
+}
+
+// The parameters opt's variant adds to qkv and proj (its row's extra_parameters, else 0).
+double attention_extra_parameters(const AttentionOptions& opt);
 
 // The smallest token-grid side opt's variant can run on (traits.min_grid_side, else 1).
 int64_t attention_min_grid_side(const AttentionOptions& opt);

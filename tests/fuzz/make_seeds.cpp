@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
   put_text(corpus / "config" / "with_set",
            "{\"name\": \"s\", \"model\": {\"name\": \"deit_tiny_patch4_28_sima\"}}\n--set train.epochs=3"
            "\n--set model.depth=2\n--set optimizer.no_weight_decay=[\"pos_embed\"]\n--set schedule.type=step");
-  // Issue 25: keys given twice, keys of another architecture, a model without arch, a section
+  // Configs accept nothing they then ignore: keys given twice, keys of another architecture, a model without arch, a section
   // given a value, integers beyond int64, counts that overflow.
   for (const auto& [file, text] : std::vector<std::pair<std::string, std::string>>{
            {"duplicate_key.json",

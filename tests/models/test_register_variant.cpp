@@ -1,15 +1,19 @@
 // register_attention_variant (nn/attention/variants.h): a row added from outside the built-in
 // table is seen by make_attention, the model config reader, a DeiT built from JSON, the
-// config reference and the checkpoint round trip; a bad row is refused with an error naming
-// what is wrong and the table stays as it was.
+// config reference and the checkpoint round trip; a row with parameters and an option key of
+// its own is parsed, validated, counted by the budget, listed and trained with no other change;
+// a bad row is refused with an error naming what is wrong and the table stays as it was.
 #include "testing.h"
 
 #include <cstdio>
 
+#include "core/ops.h"
+#include "models/budget.h"
 #include "models/checkpoint.h"
 #include "models/registry.h"
 #include "nn/attention/variants.h"
 #include "train/config/experiment_config.h"
+#include "train/optim/optim.h"
 
 using namespace sima;
 using json = nlohmann::json;
@@ -43,7 +47,82 @@ AttentionVariant value_only_row(const std::string& name) {
   return row;
 }
 
+// out = g_h · v with a learned gain per head: a parameter of its own, (h, 1, 1), starting at
+// the value of an option key of its own, "gain_init" (no AttentionOptions field has it).
+class HeadGainAttention : public Attention {
+ public:
+  explicit HeadGainAttention(const AttentionOptions& opt) : Attention(opt, "HeadGainAttention") {
+    gain = register_parameter("gain", full({opt.num_heads, 1, 1}, attention_option<float>(opt, "gain_init")));
+  }
+  Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override {
+    return mul(v, gain);  // (B, h, N, d) · (h, 1, 1)
+  }
+  Tensor gain;
+};
+
+AttentionVariant head_gain_row() {
+  AttentionVariant row;
+  row.name = "head_gain";
+  row.help = "out = g_h v, a learned gain per head (a test row with an option and parameters of its own)";
+  row.make = [](const AttentionOptions& o) { return std::make_shared<HeadGainAttention>(o); };
+  row.options = {own_option<float>("gain_init", 0.5f, above(0.f), "head_gain: the gains' starting value")};
+  row.extra_parameters = [](const AttentionOptions& o) { return double(o.num_heads); };  // gain (h, 1, 1)
+  return row;
+}
+
 }  // namespace
+
+TEST_CASE("a registered variant with an option key and parameters of its own: config, budget, reference, training") {
+  register_attention_variant(head_gain_row());
+  const json model = json::parse(R"({"arch": "deit", "img_size": 8, "patch_size": 4, "embed_dim": 8, "depth": 2,
+                                     "num_heads": 2, "num_classes": 3, "attention": {"type": "head_gain"}})");
+  // Config: the key is read from the row's own schema, its default when absent, checked.
+  ModelConfig c = config_from_json(model);
+  CHECK(attention_option<float>(c.attention, "gain_init") == 0.5f);
+  CHECK(c.attention.own.empty());  // a default is not stored
+  json j = model;
+  j["attention"]["gain_init"] = 2.0;
+  c = config_from_json(j);
+  CHECK(attention_option<float>(c.attention, "gain_init") == 2.0f);
+  CHECK(config_to_json(c)["attention"] == json::parse(R"({"type": "head_gain", "gain_init": 2.0})"));
+  CHECK(config_from_json(config_to_json(c)).attention.own == c.attention.own);
+  j["attention"]["gain_init"] = -1;
+  CHECK(error_of([&] { config_from_json(j); }) == "model.attention.gain_init: must be > 0, got -1");
+  j["attention"] = json::parse(R"({"type": "sima", "gain_init": 2.0})");
+  CHECK(error_of([&] { config_from_json(j); }).find("'sima' does not read 'gain_init'") != std::string::npos);
+  j["attention"] = json::parse(R"({"type": "head_gain", "gain_init": 2.0})");
+  ExperimentConfig e = experiment_from_json(json{{"model", j}});
+  CHECK(attention_option<float>(e.model.attention, "gain_init") == 2.0f);
+  // Switching the type drops the owned key; another variant does not read it.
+  AttentionOptions switched = attention_options_from_json(json{{"type", "softmax"}}, c.attention);
+  CHECK(switched.own.empty());
+  CHECK(error_of([&] { attention_option<float>(switched, "gain_init"); })
+            .find("attention variant 'softmax' does not read option gain_init") != std::string::npos);
+
+  // Budget: the row's extra_parameters, equal to the built model's count.
+  auto net = create_model(c);
+  CHECK(count_parameters(c) == double(net->num_parameters()));
+  int gains = 0;
+  for (auto& [name, p] : net->named_parameters()) gains += name.find("attn.gain") != std::string::npos;
+  CHECK(gains == 2);  // one per block
+
+  // --config-reference: the key with its type, default, help and reader.
+  const std::string ref = config_reference_markdown();
+  CHECK(ref.find("gain_init") != std::string::npos);
+  CHECK(ref.find("head_gain: the gains' starting value") != std::string::npos);
+
+  // A training step moves the gains.
+  AdamW optim{{ParamGroup{.params = net->named_parameters()}}, AdamWOptions{.lr = 0.1}};
+  optim.set_lr(0.1);
+  Tensor gain0;
+  for (auto& [name, p] : net->named_parameters())
+    if (name.find("attn.gain") != std::string::npos) gain0 = p;
+  const std::vector<float> g_before = to_vector(gain0);
+  Tensor loss = cross_entropy(net->forward(randn({4, 3, 8, 8})), std::vector<int64_t>{0, 1, 2, 0});
+  loss.backward();
+  optim.step();
+  CHECK(to_vector(gain0) != g_before);
+}
 
 TEST_CASE("a registered variant: factory, model config, DeiT forward/backward, config reference, checkpoint") {
   const size_t before = attention_variants().size();

@@ -111,7 +111,7 @@ TEST_CASE("JSON: unknown keys, wrong types and bad values name the key path") {
         "model.attention.tau: attention variant 'sima' does not read 'tau' (it reads: type, norm, order, eps; no "
         "variant reads it)");
   CHECK(err(R"({"arch": "cvt", "stage_dims": [64, -1, 3]})") == "model.stage_dims[1]: must be positive, got -1");
-  // A key of another architecture is read by none here (issue 25): named with its readers.
+  // A key of another architecture is read by none here (a config accepts nothing it ignores): named with its readers.
   CHECK(err(R"({"stage_dims": [64]})").rfind("model.stage_dims: arch 'deit' does not read it (read by: cvt; ", 0) == 0);
   CHECK(err(R"({"name": "vit_huge"})").rfind("model.name: model 'vit_huge' is unknown", 0) == 0);
   CHECK(err(R"([1, 2])") == "model: expected a JSON object, got [1,2]");

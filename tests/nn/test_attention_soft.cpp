@@ -59,7 +59,7 @@ AttentionOptions soft_options(int64_t C, int64_t h, const std::string& bottlenec
   return o;
 }
 
-// The module before issue 20: no ridge, no v conv, backward through the iterations.
+// The first SOFT module: no ridge, no v conv, backward through the iterations.
 AttentionOptions legacy(AttentionOptions o) {
   o.ridge = 0.f;
   o.v_conv = 0;

@@ -79,7 +79,7 @@ TEST_CASE("bad inputs: configs and --set give one line naming the key and what i
   for (const Case& c : cases) check_case(c);
 }
 
-TEST_CASE("bad inputs: configs accept nothing they ignore, and derived counts do not wrap (issue 25)") {
+TEST_CASE("bad inputs: configs accept nothing they ignore, and derived counts do not wrap") {
   TempDir d;
   const std::string good = d.file("good.json");
   write_text(good, R"({"name": "tiny", "model": {"name": "deit_tiny_patch4_28_sima", "depth": 1},

@@ -1,4 +1,4 @@
-// Issue 25, classes 3 and 5: configs accept nothing they then ignore, and counts derived
+// Configs accept nothing they then ignore, and counts derived
 // from config values never wrap. Keys of another architecture, keys given twice, a model
 // without arch or name, a section given a value by --set, integers beyond int64, and
 // products that overflow are errors naming the key and what is valid.

@@ -15,6 +15,7 @@
 #include "core/parallel.h"
 #include "models/quantized.h"
 #include "models/registry.h"
+#include "nn/attention/sima.h"
 #include "nn/attention/variants.h"
 #include "train/config/experiment_config.h"
 #include "train/optim/optim.h"
@@ -69,9 +70,10 @@ std::vector<std::pair<std::string, std::string>> attention_runs(const AttentionB
   // Every row of the variant table (nn/attention/variants.h) unless a list is given.
   std::vector<std::string> variants = cfg.variants.empty() ? attention_variant_names() : cfg.variants;
   for (auto& v : variants) attention_variant(v, "attention bench");  // an unknown name lists the valid ones
+  const std::vector<std::string>& words = sima_order_names();  // the words SimA's order key takes
   for (auto& o : cfg.orders)
-    check(o == "auto" || o == "qk_first" || o == "kv_first", "attention bench: order '", o,
-          "' is not one of: auto, qk_first, kv_first");
+    check(std::find(words.begin(), words.end(), o) != words.end(), "attention bench: order '", o,
+          "' is not one of: ", join_words(words));
   std::vector<std::pair<std::string, std::string>> runs;
   for (const std::string& name : variants) {
     if (!attention_variant(name).option("order")) runs.emplace_back(name, "");
@@ -208,29 +210,21 @@ double measure_sgemm_peak(int64_t n, const TimingOptions& timing) {
   return 2.0 * double(n) * double(n) * double(n) / (ms * 1e-3) * 1e-9;
 }
 
-ModelBenchResult bench_model(const ModelBenchConfig& cfg) {
-  check(cfg.batch >= 1, "model bench: --batch must be positive");
-  ModelConfig mc = cfg.model.is_string() ? model_config(cfg.model.get<std::string>()) : config_from_json(cfg.model);
-  if (cfg.img_size > 0) mc.img_size = cfg.img_size;
-  auto model = create_model(mc);
-  ModelBenchResult r;
-  r.model = cfg.model.is_string() ? cfg.model.get<std::string>() : cfg.model.dump();
-  r.batch = cfg.batch;
-  r.img_size = mc.img_size;
-  r.parameters = model->num_parameters();
+namespace {
 
-  Tensor images = randn({cfg.batch, mc.in_chans, mc.img_size, mc.img_size});
-  std::vector<int64_t> labels(size_t(cfg.batch));
-  for (int64_t i = 0; i < cfg.batch; ++i) labels[size_t(i)] = i % mc.num_classes;
-  AdamW opt(param_groups_no_decay(model->named_parameters(), OptimizerConfig().no_weight_decay),
+// The training step's times and GEMM work into r: the median step, then one step counted and
+// one timed call by call.
+void bench_training(Model& model, const Tensor& images, const std::vector<int64_t>& labels,
+                    const ModelBenchConfig& cfg, ModelBenchResult& r) {
+  AdamW opt(param_groups_no_decay(model.named_parameters(), OptimizerConfig().no_weight_decay),
             {.lr = 1e-4, .weight_decay = 0.05});
   check(autocast_unsupported(cfg.train_precision).empty(), "model bench: --train-precision: ",
         autocast_unsupported(cfg.train_precision));
   r.train_precision = autocast_mode_name(cfg.train_precision);
   auto step = [&] {
-    model->train();
+    model.train();
     const AutocastGuard autocast(cfg.train_precision);  // forward and backward, as the training loop
-    Tensor loss = cross_entropy(model->forward(images), labels, 0.1f);
+    Tensor loss = cross_entropy(model.forward(images), labels, 0.1f);
     loss.backward();
     opt.step();
     opt.zero_grad();
@@ -250,26 +244,31 @@ ModelBenchResult bench_model(const ModelBenchConfig& cfg) {
   }
   r.train_img_per_s = double(cfg.batch) / (r.train_step_ms * 1e-3);
   r.train_gflop_per_s = r.train_gemm_gflop / (r.train_step_ms * 1e-3);
+}
 
-  model->eval();
+// Inference at the asked precision into r: the batch's GEMM work (float32), its median time and
+// the batch-1 latency.
+void bench_inference(Model& model, const Tensor& images, const ModelConfig& mc, const ModelBenchConfig& cfg,
+                     ModelBenchResult& r) {
+  model.eval();
   {
     NoGradGuard ng;
     const int64_t f0 = gemm_flops();
-    model->forward(images);
+    model.forward(images);
     r.infer_gemm_gflop = double(gemm_flops() - f0) * 1e-9;
   }
   r.precision = precision_name(cfg.precision);
   r.precision = cfg.int8_attention ? "int8+attention" : r.precision;
-  r.precision_note = set_inference_precision(*model, cfg.precision, cfg.int8_attention);  // training ran float32
+  r.precision_note = set_inference_precision(model, cfg.precision, cfg.int8_attention);  // training ran float32
   if (cfg.pack_fp32) {
     check(cfg.precision == Precision::F32, "model bench: packed weights are for fp32 inference");
-    pack_fp32_inference(*model);
+    pack_fp32_inference(model);
     r.precision = "fp32-packed";
   }
   r.infer_ms = median_ms(
       [&] {
         NoGradGuard ng;
-        model->forward(images);
+        model.forward(images);
       },
       cfg.timing);
   r.infer_img_per_s = double(cfg.batch) / (r.infer_ms * 1e-3);
@@ -278,9 +277,29 @@ ModelBenchResult bench_model(const ModelBenchConfig& cfg) {
   r.latency_b1_ms = median_ms(
       [&] {
         NoGradGuard ng;
-        model->forward(one);
+        model.forward(one);
       },
       {.warmup = 3, .reps = std::max(9, cfg.timing.reps)});
+}
+
+}  // namespace
+
+ModelBenchResult bench_model(const ModelBenchConfig& cfg) {
+  check(cfg.batch >= 1, "model bench: --batch must be positive");
+  ModelConfig mc = cfg.model.is_string() ? model_config(cfg.model.get<std::string>()) : config_from_json(cfg.model);
+  if (cfg.img_size > 0) mc.img_size = cfg.img_size;
+  auto model = create_model(mc);
+  ModelBenchResult r;
+  r.model = cfg.model.is_string() ? cfg.model.get<std::string>() : cfg.model.dump();
+  r.batch = cfg.batch;
+  r.img_size = mc.img_size;
+  r.parameters = model->num_parameters();
+
+  Tensor images = randn({cfg.batch, mc.in_chans, mc.img_size, mc.img_size});
+  std::vector<int64_t> labels(size_t(cfg.batch));
+  for (int64_t i = 0; i < cfg.batch; ++i) labels[size_t(i)] = i % mc.num_classes;
+  bench_training(*model, images, labels, cfg, r);
+  bench_inference(*model, images, mc, cfg, r);
   r.peak_rss_mb = peak_rss_mb();
   r.sgemm_peak_gflop_per_s = measure_sgemm_peak();
   return r;

@@ -178,8 +178,8 @@ void add_train_fields(std::vector<ConfigField>& f) {
 
 }
 
-void add_dino_distill_fields(std::vector<ConfigField>& f) {
-  // dino
+// dino.*: the head, the crops, the temperatures and the teacher's momentum.
+void add_dino_fields(std::vector<ConfigField>& f) {
   const Rule<std::pair<double, double>> unit_range{"within (0, 1]", [](const std::pair<double, double>& r) {
     return r.first > 0 && r.second <= 1 ? std::string() : "must lie in (0, 1], got [" + number_text(r.first) + ", " +
                                                               number_text(r.second) + "]";
@@ -222,6 +222,10 @@ void add_dino_distill_fields(std::vector<ConfigField>& f) {
                     "clip each parameter's gradient norm to this (0 = off)", at_least<double>(0)));
   f.push_back(field("dino.freeze_last_layer", &E::dino, &DinoConfig::freeze_last_layer,
                     "epochs during which the head's last layer gets no update", at_least<int64_t>(0)));
+}
+
+// dino.*: the views' augmentations (blur, solarisation, colour jitter).
+void add_dino_augment_fields(std::vector<ConfigField>& f) {
   const Rule<std::pair<double, double>> sigma_range{"> 0", [](const std::pair<double, double>& r) {
     return r.first > 0 ? std::string() : "must be > 0, got [" + number_text(r.first) + ", " + number_text(r.second) + "]";
   }};
@@ -241,7 +245,10 @@ void add_dino_distill_fields(std::vector<ConfigField>& f) {
                     "probability of solarising the second global view [0, 1]", within<double>(0, 1)));
   f.push_back(field("dino.color_jitter_p", &E::dino, &DinoConfig::color_jitter_p,
                     "probability of the colour jitter on every view [0, 1]", within<double>(0, 1)));
-  // distill
+}
+
+// distill.*: DeiT distillation from a teacher checkpoint.
+void add_distill_fields(std::vector<ConfigField>& f) {
   f.push_back(field("distill.teacher", &E::distill, &DistillConfig::teacher,
                     "teacher checkpoint for distill.type hard or soft, e.g. runs/quickstart/best.safetensors "
                     "(sima-train --config configs/quickstart.json writes it); same classes, input size and channels "
@@ -261,7 +268,9 @@ std::vector<ConfigField> make_fields() {
   add_augment_fields(f);
   add_optimizer_fields(f);
   add_train_fields(f);
-  add_dino_distill_fields(f);
+  add_dino_fields(f);
+  add_dino_augment_fields(f);
+  add_distill_fields(f);
   return f;
 }
 

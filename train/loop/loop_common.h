@@ -1,6 +1,6 @@
-// What the supervised Trainer (trainer.h) and the DinoTrainer (dino_trainer.h) share:
-// the run folder, the optimizer from the config, the non-finite step policy and the
-// progress line.
+// The pieces of a run that the one training loop (loop.cpp) and its objectives
+// (train/objectives/supervised.cpp, dino.cpp) call: the run folder and its lock, the optimizer
+// from the config, the non-finite step policy, the progress line and the checkpoints' metadata.
 #pragma once
 #include <functional>
 #include <map>

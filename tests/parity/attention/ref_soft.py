@@ -132,7 +132,7 @@ CASES = [
     # 4 iterations: far from converged, so the inverse backward (−Vᵀ G Vᵀ at the iterate) and
     # the unrolled one differ; this case tells them apart
     case("soft_inverse_unconverged", {"nr_iters": 4}, 16, 2, 2, [4, 4]),
-    # today's behaviour before issue 20, reachable as options
+    # the first SOFT module's behaviour, reachable as options
     case("soft_legacy_unrolled", {"ridge": 0.0, "v_conv": 0, "nr_backward": "unrolled"}, 32, 2, 2, [4, 4]),
     case("soft_unrolled_ridge", {"nr_backward": "unrolled", "nr_iters": 6}, 16, 1, 2, [4, 4]),
 ]
