@@ -40,7 +40,7 @@ def medians(ours_train, torch_train, ours_infer, torch_infer, ours_b1, torch_b1,
 
 def made_up_record(date, commit, dirty, busy, med):
     """A record as compare_pytorch.py writes it, from made-up medians."""
-    a = types.SimpleNamespace(threads=2, precision="fp32", busy_core=busy, rounds=3, reps=0, steps=0)
+    a = types.SimpleNamespace(threads=2, precision="fp32", train_precision="fp32", busy_core=busy, rounds=3, reps=0, steps=0)
     started = bench_record.datetime.datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ")
     rec = compare_pytorch.make_record(a, med, started, (1.0, 1.5, 2.0), 2)
     rec["commit"], rec["commit_dirty"], rec["cpu"] = commit, dirty, {"model": "Test CPU 9000", "isa": ["avx2", "avx512f"]}
@@ -112,7 +112,7 @@ def test_malformed(recs, out, good):
 
 def test_csv(d):
     med = {("deit_tiny", "softmax"): medians(50, 100, 300, 200, 4.0, 2.0, 600, 0.75)}
-    a = types.SimpleNamespace(json=None, record=None, csv=os.path.join(d, "t.csv"), threads=2, precision="int8",
+    a = types.SimpleNamespace(json=None, record=None, csv=os.path.join(d, "t.csv"), threads=2, precision="int8", train_precision="fp32",
                               busy_core=True)
     compare_pytorch.write_outputs(a, {}, med, None, (0.0, 0.0, 0.0), 2)
     with open(a.csv) as f:

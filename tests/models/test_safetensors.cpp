@@ -448,7 +448,9 @@ TEST_CASE("a failed save leaves no temporary file and an existing file untouched
   SUBCASE("the target's directory does not exist, or is a file") {
     const std::string missing = d.str() + "/no_such_dir/model.safetensors";
     CHECK_THROWS_WITH_AS(save_safetensors(missing, good),
-                         doctest::Contains((missing + ": cannot save: cannot create " + missing + ".tmp.").c_str()), Error);
+                         doctest::Contains((missing + ": cannot open for writing (cannot create the temporary file " + missing +
+                                           ".tmp.").c_str()),
+                         Error);
     CHECK_THROWS_WITH_AS(save_safetensors(missing, good), doctest::Contains("No such file or directory"), Error);
     const std::string under_file = path + "/model.safetensors";  // ENOTDIR, also for root
     CHECK_THROWS_WITH_AS(save_safetensors(under_file, good), doctest::Contains(": Not a directory"), Error);

@@ -163,8 +163,11 @@ TEST_CASE("zip: truncation, CRC and layout faults name the file") {
         std::string::npos);
   CHECK(error_of([&] { load_pth_state_dict_bytes(make_zip({{"a/data.pkl", pkl}}), "m.pth"); })
             .find("storage '0', which is not in the archive") != std::string::npos);
-  CHECK(error_of([&] { load_pth_state_dict_bytes(std::string("\x80\x02\x8a\x0a", 4), "m.pth"); }).find("legacy") !=
-        std::string::npos);
+  // torch.save's legacy format: PROTO 2, then its magic number as a LONG1 of 10 bytes
+  const std::string legacy("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14);
+  CHECK(error_of([&] { load_pth_state_dict_bytes(legacy, "m.pth"); }).find("legacy") != std::string::npos);
+  CHECK(error_of([&] { load_pth_state_dict_bytes(std::string("\x80\x02\x8a\x0a", 4), "m.pth"); })
+            .find("a plain Python pickle") != std::string::npos);
   CHECK(error_of([&] { load_pth_state_dict_bytes(make_zip({{"a/data.pkl", P("K\x01")}}), "m.pth"); })
             .find("is of type int, not a state dict") != std::string::npos);
 }
