@@ -31,7 +31,7 @@ double attention(const AttentionOptions& o) {
 AttentionOptions trunk_options(const ModelConfig& c, int64_t dim, int64_t heads, int64_t tokens) {
   AttentionOptions a = c.attention;
   a.dim = dim, a.num_heads = heads, a.qkv_bias = c.qkv_bias, a.num_tokens = tokens;
-  return a;
+  return layer_attention_options(a);
 }
 
 // XCiT's ConvPatchEmbed: conv3x3 (no bias) + BatchNorm per step, widths D/2^(n-1) ... D.
@@ -86,7 +86,6 @@ std::vector<int64_t> cvt_sides(const ModelConfig& c) {
 
 double cvt_parameters(const ModelConfig& c) {
   const std::vector<int64_t> sides = cvt_sides(c);
-  const bool shares_qk = attention_variant(c.attention.variant, "model").traits.shares_qk;
   double total = 0, in = pos(c.in_chans);
   const size_t S = c.stage_dims.size();
   for (size_t i = 0; i < S; ++i) {
@@ -95,6 +94,7 @@ double cvt_parameters(const ModelConfig& c) {
     const int64_t heads = i < c.stage_heads.size() ? c.stage_heads[i] : 1;
     AttentionOptions core = trunk_options(c, c.stage_dims[i], heads, (with_cls ? 1 : 0) + sides[i] * sides[i]);
     core.projections = false;
+    const bool shares_qk = attention_variant(core.variant, "model").traits.shares_qk;
     const double conv_proj = 9 * C + 2 * C;  // depthwise 3x3 without bias, BatchNorm
     const double attn = (shares_qk ? 2 : 3) * (conv_proj + linear(C, C, c.qkv_bias)) + attention(core) + linear(C, C);
     const double block = 2 * layer_norm(C) + attn + mlp(c.stage_dims[i], c.mlp_ratio);
@@ -147,13 +147,17 @@ double activation_bytes(const ModelConfig& c) {
     for (size_t i = 0; i < c.stage_dims.size(); ++i) {
       const double tokens = double(sides[i]) * double(sides[i]) + 1;
       const int64_t depth = i < c.stage_depths.size() ? c.stage_depths[i] : 0;
-      const double heads = i < c.stage_heads.size() ? pos(c.stage_heads[i]) : 1;
-      floats += pos(depth) * block_activations(tokens, c.stage_dims[i], c.mlp_ratio, heads, c.attention.variant);
+      const int64_t h = i < c.stage_heads.size() ? c.stage_heads[i] : 1;
+      const bool with_cls = i + 1 == c.stage_dims.size();
+      const std::string layer = trunk_options(c, c.stage_dims[i], h, (with_cls ? 1 : 0) + sides[i] * sides[i]).variant;
+      floats += pos(depth) * block_activations(tokens, c.stage_dims[i], c.mlp_ratio, pos(h), layer);
     }
   } else {
     const double tokens = double(grid(c)) * double(grid(c)) + 2;
     const double depth = pos(c.depth) + (c.arch == "xcit" ? pos(c.cls_attn_layers) : 0.0);
-    floats = depth * block_activations(tokens, c.embed_dim, c.mlp_ratio, pos(c.num_heads), c.attention.variant);
+    const int64_t N = grid(c) * grid(c) + (c.arch == "xcit" ? 0 : c.distilled ? 2 : 1);  // as the models build
+    const std::string layer = trunk_options(c, c.embed_dim, c.num_heads, N).variant;
+    floats = depth * block_activations(tokens, c.embed_dim, c.mlp_ratio, pos(c.num_heads), layer);
   }
   return 4 * floats + 4 * pos(c.in_chans) * pos(c.img_size) * pos(c.img_size);  // + the input image
 }

@@ -81,6 +81,7 @@ CvtStage::CvtStage(const ModelConfig& cfg, size_t i, int64_t in_chans) : Module(
   opt.proj_drop = cfg.drop_rate;
   const int64_t side = cvt_grid_sizes(cfg, cfg.img_size)[i];
   opt.num_tokens = (with_cls ? 1 : 0) + side * side;  // linformer
+  opt = layer_attention_options(opt);                 // SOFT's softmax_max_tokens
   auto list = register_module("blocks", std::make_shared<Module>("ModuleList"));
   for (int64_t j = 0; j < depth; ++j) {
     // torch.linspace(0, rate, depth)[j]

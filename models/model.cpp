@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/ops/elementwise.h"
+#include "nn/attention/variants.h"
 
 namespace sima {
 
@@ -13,7 +14,7 @@ AttentionOptions trunk_attention_options(const ModelConfig& cfg, int64_t num_tok
   a.qkv_bias = cfg.qkv_bias;
   a.attn_drop = cfg.attn_drop_rate;
   a.proj_drop = cfg.drop_rate;
-  return a;
+  return layer_attention_options(a);
 }
 
 Tensor Model::forward_block_features(const Tensor& images, int64_t blocks) {

@@ -174,6 +174,14 @@ AttentionVariant soft_row() {
                   "soft: kernel of the depthwise conv on v added to the output (0: none)"),
       choice("nr_backward", &AttentionOptions::nr_backward, {"inverse", "unrolled"},
              "soft: inverse = the official -V^T G V^T; unrolled = through the iterations")};
+  row.options.push_back(own_option<int64_t>(
+      "softmax_max_tokens", 0, sima::at_least<int64_t>(0),
+      "soft: a layer built for at most this many tokens (class token included) runs softmax attention "
+      "instead, as the official SOFT vision model's last stage (7x7 + class token = 50 at 224 px); 0: never"));
+  row.layer_variant = [](const AttentionOptions& o) {
+    const int64_t most = attention_option<int64_t>(o, "softmax_max_tokens");
+    return most > 0 && o.num_tokens > 0 && o.num_tokens <= most ? "softmax" : "soft";
+  };
   row.traits.shares_qk = row.traits.needs_grid = true;
   row.traits.min_grid_side = [](const AttentionOptions& o) { return o.sr; };
   row.extra_parameters = [](const AttentionOptions& o) {
@@ -361,6 +369,13 @@ const AttentionVariant& attention_variant(const std::string& name, const std::st
 double attention_extra_parameters(const AttentionOptions& opt) {
   const AttentionVariant& row = attention_variant(opt.variant, "model");
   return row.extra_parameters ? row.extra_parameters(opt) : 0.0;
+}
+
+AttentionOptions layer_attention_options(const AttentionOptions& opt) {
+  const AttentionVariant& row = attention_variant(opt.variant, "model");
+  const std::string name = row.layer_variant ? row.layer_variant(opt) : row.name;
+  if (name == row.name) return opt;
+  return attention_options_from_json(json{{"type", name}}, opt, "attention (a " + row.name + " layer run as " + name + ")");
 }
 
 int64_t attention_min_grid_side(const AttentionOptions& opt) {

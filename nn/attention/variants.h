@@ -54,6 +54,10 @@ struct AttentionVariant {
   // model's parameters with it before building the model (count_parameters, models/budget.h).
   // Null: none.
   std::function<double(const AttentionOptions&)> extra_parameters;
+  // The variant a layer built with these options runs, when the row hands some layers to
+  // another row (SOFT's softmax_max_tokens: the official SOFT vision model runs softmax in its
+  // last stage). Null, or its own name: the row itself. Applied by layer_attention_options.
+  std::function<std::string(const AttentionOptions&)> layer_variant;
 
   const AttentionOptionSpec* option(const std::string& key) const;  // null when it does not read `key`
   std::vector<std::string> option_keys() const;
@@ -126,6 +130,12 @@ T attention_option(const AttentionOptions& opt, const std::string& key) {
 
 // The parameters opt's variant adds to qkv and proj (its row's extra_parameters, else 0).
 double attention_extra_parameters(const AttentionOptions& opt);
+
+// The options one layer is built with: `opt` itself, or, when its row's layer_variant names
+// another row for this layer (opt.num_tokens set by the model), that row's options with every
+// key the new row does not read back at its default (dim, heads, bias, dropouts and num_tokens
+// kept). The models and the memory budget build each layer from these.
+AttentionOptions layer_attention_options(const AttentionOptions& opt);
 
 // The smallest token-grid side opt's variant can run on (traits.min_grid_side, else 1).
 int64_t attention_min_grid_side(const AttentionOptions& opt);

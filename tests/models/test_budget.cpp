@@ -12,6 +12,7 @@
 #include "core/memory_limit.h"
 #include "models/budget.h"
 #include "models/registry.h"
+#include "nn/attention/variants.h"
 #include "testing.h"
 
 using namespace sima;
@@ -64,6 +65,12 @@ TEST_CASE("budget: every attention variant and its parameter-carrying options co
       if (var == "nystromformer") c.attention.conv_kernel_size = 3;
       if (var == "linformer") c.attention.sharing = "none", c.attention.proj_len = 5;
       check_count(c, std::string(arch) + " " + v + " with options");
+      if (var == "soft")  // CvT's last stage (the class token's) or every block of DeiT and XCiT as softmax
+        for (int64_t most : {5, 65, 1000}) {
+          c.attention = attention_options_from_json({{"softmax_max_tokens", most}}, c.attention);
+          check_count(c, std::string(arch) + " soft, softmax_max_tokens " + std::to_string(most));
+        }
+      if (var == "soft") c.attention = attention_options_from_json({{"softmax_max_tokens", 0}}, c.attention);
       if (var == "linformer") c.attention.sharing = "kv";
       c.distilled = true, c.layer_scale_init = 0.1f, c.patch_embed = "conv_stem";
       c.num_classes = 0, c.qkv_bias = false, c.mlp_ratio = 2.5f;

@@ -119,6 +119,33 @@ TEST_CASE("DeiT: every attention variant trains (finite, gradient on every param
   }
 }
 
+TEST_CASE("DeiT with SOFT's softmax_max_tokens at or above its tokens is the softmax DeiT, weights and logits") {
+  // tiny_deit: 4x4 patches + class token = 17 tokens; the official SOFT vision model runs
+  // softmax in its last stage, a SOFT layer of at most softmax_max_tokens tokens does here.
+  const nlohmann::json soft_official = {{"type", "soft"}, {"softmax_max_tokens", 17}};
+  ModelConfig c = tiny_deit("soft");
+  c.attention = attention_options_from_json(soft_official, c.attention);
+  manual_seed(3);
+  DeiT official(c);
+  manual_seed(3);
+  DeiT softmax(tiny_deit("softmax"));
+  CHECK(official.num_parameters() == softmax.num_parameters());
+  const auto a = official.named_parameters(), b = softmax.named_parameters();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(a[i].first);
+    CHECK(a[i].first == b[i].first);
+    CHECK(max_abs_diff(a[i].second, b[i].second) == 0.f);
+  }
+  official.eval(), softmax.eval();
+  const Tensor x = randn({2, 3, 16, 16});
+  CHECK(max_abs_diff(official.forward(x), softmax.forward(x)) == 0.f);
+  // One token more than the layer has: every block stays SOFT (q and k share one projection).
+  c.attention = attention_options_from_json({{"softmax_max_tokens", 16}}, c.attention);
+  CHECK(DeiT(c).blocks[0]->attn->qkv->weight.size(0) == 2 * 16);
+  CHECK(official.blocks[0]->attn->qkv->weight.size(0) == 3 * 16);
+}
+
 TEST_CASE("DeiT: conv_stem patch embedding option") {
   ModelConfig c = tiny_deit();
   c.patch_embed = "conv_stem";

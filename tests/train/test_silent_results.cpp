@@ -95,6 +95,36 @@ TEST_CASE("sima-train: data.train_subset larger than the training set names both
   CHECK(has(r.err, "has only 60000 images: give at most 60000 (0 = all)"));
 }
 
+TEST_CASE("data.test_subset, sima-eval --limit and --train-limit larger than their split name both sizes") {
+  TempDir d;
+  Run r = run_app("sima-train --config " + tiny_config(d) + " --set data.test_subset=10001 --out " + d.file("run") +
+                  " --quiet");
+  CHECK(r.status == 1);
+  CHECK(has(r.err, "data.test_subset is 10001 but "));
+  CHECK(has(r.err, "has only 10000 images: give at most 10000 (0 = all)"));
+  // With a validation split the test images are the 500 held out.
+  r = run_app("sima-train --config " + tiny_config(d) + " --set data.validation=500 --set data.test_subset=501 --out " +
+              d.file("run2") + " --quiet");
+  CHECK(r.status == 1);
+  CHECK(has(r.err, "data.test_subset is 501 but "));
+  CHECK(has(r.err, "has only 500 images"));
+
+  auto model = tiny_deit();
+  const std::string ckpt = d.file("model.safetensors");
+  save_checkpoint(ckpt, *model, {{"data", "fashion_mnist"}});
+  r = run_app("sima-eval --checkpoint " + ckpt + " --limit 10001");
+  CHECK(r.status == 1);
+  CHECK(has(r.err, "--limit is 10001 but "));
+  CHECK(has(r.err, "has only 10000 images: give at most 10000 (0 = all)"));
+  r = run_app("sima-eval --checkpoint " + ckpt + " --knn --k 1 --limit 10001");
+  CHECK(r.status == 1);
+  CHECK(has(r.err, "--limit is 10001 but "));
+  r = run_app("sima-eval --checkpoint " + ckpt + " --knn --k 1 --validation 100 --limit 50 --train-limit 59901");
+  CHECK(r.status == 1);
+  CHECK(has(r.err, "--train-limit is 59901 but "));
+  CHECK(has(r.err, "has only 59900 images: give at most 59900 (0 = all)"));
+}
+
 TEST_CASE("sima-eval: --topk beyond the classes, a DINO backbone as a classifier, a folder of other classes") {
   TempDir d;
   auto model = tiny_deit();

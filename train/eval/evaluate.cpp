@@ -107,6 +107,8 @@ EvalResult evaluate(Model& model, std::shared_ptr<const Dataset> dataset, const 
   check(options.limit >= 0, "evaluate: limit ", options.limit, " must be >= 0 (0 = all)");
   const int64_t C = model.config().num_classes;
   check(C > 0, "evaluate: the model has ", C, " classes");
+  check(options.limit <= dataset->size(), "--limit is ", options.limit, " but ", dataset->describe(), " has only ",
+        dataset->size(), " images: give at most ", dataset->size(), " (0 = all)");
   if (options.limit > 0 && options.limit < dataset->size()) {
     std::vector<int64_t> first(static_cast<size_t>(options.limit));
     std::iota(first.begin(), first.end(), int64_t(0));

@@ -27,8 +27,8 @@ std::string format(const char* fmt, double v) {
 
 // A split: the seeded subset, then the transform.
 std::shared_ptr<const Dataset> subset_then_transform(std::shared_ptr<const Dataset> ds, int64_t limit, uint64_t seed,
-                                                     const Transform& transform) {
-  if (limit > 0) ds = random_subset(ds, limit, seed);
+                                                     const Transform& transform, const std::string& flag) {
+  if (limit > 0) ds = random_subset(ds, limit, seed, flag);
   if (transform) ds = std::make_shared<TransformedDataset>(ds, transform);
   return ds;
 }
@@ -70,12 +70,13 @@ FeatureEvalResult run_feature_eval(Model* model, const Transform& transform, con
     check(options.validation < all->size(), "--validation: ", options.validation, " must be below the ", all->size(),
           " training images (0 = evaluate the test split)");
     HoldoutSplit h = holdout_split(all, options.validation, options.validation_seed);
-    train = subset_then_transform(h.train, options.train_limit, options.seed, transform);
-    test = subset_then_transform(h.validation, options.limit, options.seed, transform);
+    train = subset_then_transform(h.train, options.train_limit, options.seed, transform, "--train-limit");
+    test = subset_then_transform(h.validation, options.limit, options.seed, transform, "--limit");
     r.eval_split = "validation";
   } else {
-    train = subset_then_transform(open_dataset(spec, true), options.train_limit, options.seed, transform);
-    test = subset_then_transform(open_dataset(spec, false), options.limit, options.seed, transform);
+    train = subset_then_transform(open_dataset(spec, true), options.train_limit, options.seed, transform,
+                                  "--train-limit");
+    test = subset_then_transform(open_dataset(spec, false), options.limit, options.seed, transform, "--limit");
   }
   if (options.knn)  // before the (slow) features: every k needs that many train images
     for (int64_t k : options.knn_options.ks)

@@ -107,8 +107,10 @@ int64_t SupervisedObjective::setup_data(Comm& comm) {
   } else {
     test_raw = open_dataset(spec_, false);
   }
-  if (c.data.train_subset > 0) train_raw = random_subset(train_raw, c.data.train_subset, uint64_t(c.train.seed), "data.train_subset");
-  if (c.data.test_subset > 0) test_raw = random_subset(test_raw, c.data.test_subset, uint64_t(c.train.seed) + 1);
+  if (c.data.train_subset > 0)
+    train_raw = random_subset(train_raw, c.data.train_subset, uint64_t(c.train.seed), "data.train_subset");
+  if (c.data.test_subset > 0)
+    test_raw = random_subset(test_raw, c.data.test_subset, uint64_t(c.train.seed) + 1, "data.test_subset");
   train_set_ = std::make_shared<TransformedDataset>(train_raw, train_transform(c.model, c.augment));
   test_set_ = std::make_shared<TransformedDataset>(test_raw, eval_transform(c.model, c.augment.crop_pct));
   loader_ = std::make_unique<DataLoader>(train_set_, LoaderOptions{.batch_size = c.data.batch_size,
