@@ -13,6 +13,7 @@ import report_speed
 import stats
 import fixed
 import frozen_eval
+import practitioner
 import tta
 
 # Claim 5's rows: every attention of the comparison (docs/attention.md names each one's source).
@@ -294,6 +295,7 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
            " `python3 results/reproduce.py run` makes the missing ones (see the script's header)."
            " Do not edit by hand: the discussion comes from `results/discussion.md`.\n"]
     runs = runs or os.path.join(root, "results", "runs")
+    path = path or os.path.join(root, "docs", "RESULTS.md")
     n = report_budget.budget_section(t, out, runs)
 
     report_protocol.protocol_section(out)
@@ -301,8 +303,10 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
     report_protocol.widths_section(runs, out)
 
     report_claims.claim1_section(t, out)
-    report_claims.claims_2_to_5_section(t, out, runs, report_protocol.sweep_gain(runs, "deit_sima", 100))
+    report_claims.claims_2_to_5_section(t, out, runs, report_protocol.sweep_gain(runs, "deit_sima", 100), root)
     tta_section(t, out)
+    practitioner.section(t, root, os.path.join(os.path.dirname(path), "results", practitioner.PNG),
+                         "results/" + practitioner.PNG, out)
     claim6_section(t, out)
     report_dino.dino_recipe_section(runs, out)
 
@@ -325,7 +329,6 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
     out.append("\n## What to read next\n")
     out.append("The discussion above interprets every table; how the runs were made is in"
                " [training.md](training.md), and [README.md](README.md) gives the reading order of all the pages.\n")
-    path = path or os.path.join(root, "docs", "RESULTS.md")
     write_atomic(path, out)
     speed = os.path.join(os.path.dirname(path), report_speed.SPEED_PAGE)
     os.makedirs(os.path.dirname(speed), exist_ok=True)

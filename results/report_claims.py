@@ -7,6 +7,7 @@ import json
 import os
 import statistics
 
+import disclosure
 import fixed
 import stats
 import verdicts
@@ -278,27 +279,35 @@ def claim4_section(t, out):
     out.append("\nFamily: ℓ2 alone (the paper's claim about \"none\" is that it diverges, counted, not tested).\n")
 
 
-def claim5_section(t, out):
+def claim5_section(t, out, root=disclosure.ROOT):
     E = fixed.PREFIX
+    facts = {row: disclosure.row_facts(root, row) for row, _ in CLAIM5}
     out.append("## Claim 5: the other softmax-free variants, same budget\n")
-    out.append("| attention (DeiT) | top-1 | Δ to SimA [CI] | Δerr / err | verdict | uncertainty | wall per run |")
-    out.append("|---|---|---|---|---|---|---|")
+    out.append(disclosure.common_line(list(facts.values())) + " The last column says which architecture the"
+               " paper's Table 2 row was measured on and what else differs; the notes under the table give"
+               " the details.\n")
+    out.append("| attention (DeiT) | top-1 | Δ to SimA [CI] | Δerr / err | verdict | uncertainty | wall per run"
+               " | paper's Table 2 row: ran on; differences |")
+    out.append("|---|---|---|---|---|---|---|---|")
     others = [(row, what) for row, what in CLAIM5 if row != "deit_sima"]
     js = dict(zip([r for r, _ in others], judge_family(t, [([(E + r, 1), (E + "deit_sima", -1)], None) for r, _ in others])))
     for row, what in CLAIM5:
         if row == "deit_sima":
-            out.append("| %s | %s | | | | | %s |" % (what, t.cell(E + row), t.walls(E + row)))
+            out.append("| %s | %s | | | | | %s | %s |" % (what, t.cell(E + row), t.walls(E + row),
+                                                       disclosure.cell(facts[row])))
             continue
         v, form = verdict_cell(t, js[row], (E + row, E + "deit_sima"), fixed.EPOCHS)
-        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (what, t.cell(E + row), fmt_interval(js[row]),
-                                                            rel_err_cell(t, js[row], E + "deit_sima"), v, form,
-                                                            t.walls(E + row)))
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            what, t.cell(E + row), fmt_interval(js[row]), rel_err_cell(t, js[row], E + "deit_sima"), v, form,
+            t.walls(E + row), disclosure.cell(facts[row])))
+    out.append("")
+    out.extend(disclosure.notes(list(facts.values())))
     out.append("\nFamily: the %d attentions against SimA (Holm over %d). The paper's Table 2 reports these variants"
                " on other architectures (SOFT's pyramid, XCiT), so no paper figure stands beside them.\n"
                % (len(others), len(others)))
 
 
-def claims_2_to_5_section(t, out, runs_dir, sweep_gain):
+def claims_2_to_5_section(t, out, runs_dir, sweep_gain, root=disclosure.ROOT):
     """Claims 2 to 5: the fixed budget of fixed.EPOCHS (and claims 2 and 3 again at convergence)."""
     out.append("## Claims 2 to 5: at a fixed budget of %d epochs, claims 2 and 3 also at %d\n"
                % (fixed.EPOCHS, fixed.CONVERGED_EPOCHS))
@@ -312,4 +321,4 @@ def claims_2_to_5_section(t, out, runs_dir, sweep_gain):
     claim2_section(t, out, runs_dir)
     claim3_section(t, out, runs_dir)
     claim4_section(t, out)
-    claim5_section(t, out)
+    claim5_section(t, out, root)

@@ -68,13 +68,14 @@ def run_timing(row, env, out, records, smoke):
     return rec
 
 
-def timed_epochs(timings):
-    """The epoch_seconds the figure is taken from, over the rounds' records `timings`: those after each
-    finished round's first epoch (its only one if it ran one); [] when no round finished."""
+def timed_epochs(timings, key="epoch_seconds"):
+    """The epoch_seconds (or another per-epoch figure, `key`, such as epoch_cpu_seconds) the figure is
+    taken from, over the rounds' records `timings`: those after each finished round's first epoch (its
+    only one if it ran one); [] when no round finished. Epochs without the figure are left out."""
     secs = []
     for timing in timings:
         if timing and timing.get("exit_code") == 0 and timing.get("epochs"):
-            one = [e["epoch_seconds"] for e in timing["epochs"]]
+            one = [e[key] for e in timing["epochs"] if e.get(key) is not None]
             secs += one[1:] or one
     return secs
 
