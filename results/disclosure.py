@@ -140,8 +140,13 @@ def soft_note(f):
             " Its landmarks come from a convolution of kernel and stride sr = %d, so %d×%d = %d landmarks here:"
             " the windows cover rows and columns 1 to %d, so %s, and the class token (a query and key like the"
             " others) is in none. The depthwise convolution on v is %d×%d here; the official stages use 9, 5"
-            " and 3." % (f["depth"], g, g, o["sr"], per, per, f["soft_landmarks"], per * o["sr"], left,
-                         o["v_conv"], o["v_conv"]))
+            " and 3. The official rule is the option `softmax_max_tokens` (docs/attention.md): set to %d, the"
+            " tokens of every block here, it makes each block a softmax layer, weight for weight the softmax"
+            " row's model from the same seed (tests/models/test_deit.cpp), so SOFT as the official vision model"
+            " runs it is, at this token count, the softmax row above; this row keeps SOFT in every block"
+            " (the option at 0) to measure SOFT's attention itself." % (
+                f["depth"], g, g, o["sr"], per, per, f["soft_landmarks"], per * o["sr"], left, o["v_conv"],
+                o["v_conv"], f["tokens"]))
 
 
 def nystrom_note(f):
