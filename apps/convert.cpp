@@ -12,11 +12,11 @@
 // per-output-channel scales (models/quantized.h), from a .pth or from one of our checkpoints:
 //   build/bin/sima-convert --in runs/NAME/best.safetensors --out model_int8.safetensors --quantize int8
 //
-// The layouts, name maps and config inference are models/upstream.h's (import) and
-// models/upstream_export.h's (export, with what each layout can hold); the .pth reader (a
-// restricted unpickler, nothing in the file is run) is models/pth.h's, the writer (no Python)
-// models/pth_writer.h's. An imported file carries the model config and the input normalisation
-// in its metadata like every checkpoint of ours (models/checkpoint.h), so sima-eval /
+// The layouts, name maps and config inference are models/io/upstream.h's (import) and
+// models/io/upstream_export.h's (export, with what each layout can hold); the .pth reader (a
+// restricted unpickler, nothing in the file is run) is models/io/pth.h's, the writer (no Python)
+// models/io/pth_writer.h's. An imported file carries the model config and the input normalisation
+// in its metadata like every checkpoint of ours (models/io/checkpoint.h), so sima-eval /
 // sima-heatmap take it as it is.
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -24,11 +24,11 @@
 #include "core/error.h"
 #include "core/omp_wait.h"
 #include "data/imagenet_classes.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/quantized.h"
-#include "models/safetensors.h"
-#include "models/upstream.h"
-#include "models/upstream_export.h"
+#include "models/io/safetensors.h"
+#include "models/io/upstream.h"
+#include "models/io/upstream_export.h"
 #include "train/config/cli.h"
 #include "sima_version.h"  // generated at build time: SIMA_VERSION_STRING
 
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     // A 1000-class head is ImageNet-1k's: its class names go into "classes" (sima-eval prints them).
     std::map<std::string, std::string> meta = imagenet_classes_metadata(m.model->config().num_classes);
     meta["converted_from"] = m.layout;
-    // The eval crop the upstream code uses (models/upstream.h upstream_crop_pct), or --crop-pct.
+    // The eval crop the upstream code uses (models/io/upstream.h upstream_crop_pct), or --crop-pct.
     const ModelConfig& mc = m.model->config();
     meta["normalization"] = nlohmann::json{{"mean", mc.mean}, {"std", mc.std}, {"img_size", mc.img_size},
                                            {"crop_pct", cli.has("crop-pct") ? crop : m.crop_pct}}

@@ -2,7 +2,7 @@
 // evaluates frozen features with k-NN and a linear probe.
 //
 //   build/bin/sima-eval --checkpoint runs/NAME/model.safetensors [--data SPEC] [--split test|train]
-//                       (or --checkpoint upstream.pth [--from official|timm|cvt] [--model ...], models/upstream.h)
+//                       (or --checkpoint upstream.pth [--from official|timm|cvt] [--model ...], models/io/upstream.h)
 //                       [--batch N] [--workers N] [--limit N] [--json]
 //   build/bin/sima-eval --checkpoint CKPT --image a.png b.jpg [--topk K] [--json]
 //   build/bin/sima-eval --checkpoint CKPT --knn [--k 10,20,100,200] [--temperature 0.07]
@@ -24,7 +24,7 @@
 #include "core/omp_wait.h"
 #include "core/rng.h"
 #include "data/dataset.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/quantized.h"
 #include "models/registry.h"
 #include "train/config/cli.h"
@@ -288,7 +288,7 @@ void declare_flags(Cli& cli) {
            false, "auto");
   cli.flag("crop-pct", "X",
            "eval crop in (0, 1]: resize the shorter side to img_size / X, centre crop (default: the checkpoint's; "
-           "an upstream .pth: its upstream's, models/upstream.h)");
+           "an upstream .pth: its upstream's, models/io/upstream.h)");
   cli.option("json", "print one JSON object instead of the report");
   cli.option("per-image",
              "with --json on a split: add \"correct_hex\", image i's top-1 right (1) or wrong (0) as bit i, four "

@@ -17,7 +17,7 @@
 
 #include "core/error.h"
 #include "core/omp_wait.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/quantized.h"
 #include "train/config/cli.h"
 #include "train/eval/evaluate.h"

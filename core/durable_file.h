@@ -1,5 +1,5 @@
 // The pieces of a crash-safe file write, shared by every writer of user files
-// (core/file_io.h write_file_atomic, models/safetensors.h save_safetensors): write a temporary
+// (core/file_io.h write_file_atomic, models/io/safetensors.h save_safetensors): write a temporary
 // beside the target, fsync it, rename it over the target, fsync the folder.
 //
 // One rule for every writer: no file is written through a symbolic link. A target that is a

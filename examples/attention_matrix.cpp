@@ -17,7 +17,7 @@
 
 #include "core/error.h"
 #include "data/image_io.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "train/config/cli.h"
 #include "train/config/transforms_factory.h"
 #include "train/eval/evaluate.h"

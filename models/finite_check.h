@@ -1,12 +1,12 @@
 // NaN and infinity in weights: a checkpoint holding one is refused when saved and when
-// loaded (models/checkpoint.h, train/loop/train_state.h, the apps), naming the file and the
+// loaded (models/io/checkpoint.h, train/loop/train_state.h, the apps), naming the file and the
 // first bad tensor, unless the user asks for it (the apps' --allow-nonfinite, for looking
 // into a broken run). The optimizer checks its updates with has_nonfinite (train/optim/optim.h).
 #pragma once
 #include <cstdint>
 #include <string>
 
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 #include "nn/module.h"
 
 namespace sima {

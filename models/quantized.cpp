@@ -4,7 +4,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/cvt_attention.h"
 #include "nn/attention/sima.h"
 #include "nn/conv2d.h"

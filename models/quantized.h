@@ -9,7 +9,7 @@
 // A quantized checkpoint is a model.safetensors whose Linear weights are I8 (W_q, (out, in))
 // with one F32 tensor "<name>.weight_scale" (out) beside each, and the metadata key
 //   "quantization": "int8_per_channel_symmetric"
-// load_checkpoint (models/checkpoint.h) reads it: the weights are dequantized to float32
+// load_checkpoint (models/io/checkpoint.h) reads it: the weights are dequantized to float32
 // (W = W_q s), which the float32 and bf16 paths use, and each such Linear keeps the stored W_q
 // and s (Linear::stored_int8), which int8 inference uses: it runs exactly the saved integers.
 #pragma once
@@ -19,7 +19,7 @@
 
 #include "core/ops/quantize.h"
 #include "models/model.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 
 namespace sima {
 

@@ -363,7 +363,7 @@ def evaluate(model, x, y, c):  # -> loss (no smoothing), top-1 %, top-5 %, image
 
 
 def load_safetensors(path, model):
-    """sima.cpp's checkpoint (models/safetensors.h: F32 tensors, the names of cvt_peer's state
+    """sima.cpp's checkpoint (models/io/safetensors.h: F32 tensors, the names of cvt_peer's state
     dict) into `model`, strictly: a missing, extra or misshapen tensor is an error."""
     with open(path, "rb") as f:
         n = int.from_bytes(f.read(8), "little")

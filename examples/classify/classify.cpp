@@ -14,7 +14,7 @@
 #include "core/autograd.h"                    // NoGradGuard
 #include "core/ops.h"                         // softmax
 #include "data/image_io.h"                    // read_image
-#include "models/checkpoint.h"                // load_checkpoint
+#include "models/io/checkpoint.h"                // load_checkpoint
 #include "train/config/transforms_factory.h"  // eval_transform
 #include "train/eval/evaluate.h"              // read_checkpoint_eval_info
 
@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    std::shared_ptr<sima::Model> model = sima::load_checkpoint(argv[1]);              // models/checkpoint.h
+    std::shared_ptr<sima::Model> model = sima::load_checkpoint(argv[1]);              // models/io/checkpoint.h
     const sima::CheckpointEvalInfo info = sima::read_checkpoint_eval_info(argv[1]);   // train/eval/evaluate.h
     model->eval();  // dropout and drop-path off
 

@@ -8,8 +8,8 @@
 
 #include "core/ops.h"                         // cross_entropy
 #include "data/image_io.h"                    // read_image
-#include "models/checkpoint.h"                // load_checkpoint, save_checkpoint
-#include "models/safetensors.h"               // read_safetensors_metadata
+#include "models/io/checkpoint.h"                // load_checkpoint, save_checkpoint
+#include "models/io/safetensors.h"               // read_safetensors_metadata
 #include "train/config/transforms_factory.h"  // eval_transform
 #include "train/eval/evaluate.h"              // read_checkpoint_eval_info
 #include "train/optim/optim.h"                // AdamW, param_groups_no_decay
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     auto metadata = sima::read_safetensors_metadata(argv[1]);  // normalisation, classes, data spec
     metadata.erase("format");  // save_checkpoint writes these two itself
     metadata.erase("config");
-    sima::save_checkpoint(out_path, *model, metadata);  // models/checkpoint.h
+    sima::save_checkpoint(out_path, *model, metadata);  // models/io/checkpoint.h
   } catch (const std::exception& e) {
     std::fprintf(stderr, "finetune: %s\n", e.what());
     return 1;

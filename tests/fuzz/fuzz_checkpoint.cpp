@@ -1,9 +1,9 @@
-// load_checkpoint (models/checkpoint.h) on arbitrary bytes: the safetensors reader, then the
+// load_checkpoint (models/io/checkpoint.h) on arbitrary bytes: the safetensors reader, then the
 // model config from __metadata__ (registry JSON), the model built from it, and the tensors
 // loaded into it — what sima-eval, sima-heatmap and distillation do with a checkpoint file.
 #include "core/error.h"
 #include "fuzz_common.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 
 using namespace sima;
 

@@ -1,5 +1,5 @@
-// The torch.save reader (models/pth.h, models/torch_pickle.h, models/zip_archive.h) and the
-// upstream conversion (models/upstream.h) on arbitrary bytes. The first byte picks the entry:
+// The torch.save reader (models/io/pth.h, models/io/torch_pickle.h, models/io/zip_archive.h) and the
+// upstream conversion (models/io/upstream.h) on arbitrary bytes. The first byte picks the entry:
 //   0 mod 3   the rest is a data.pkl for the restricted unpickler alone (a zip's CRC-32 would
 //             stop most mutations of a pickle inside an archive before the unpickler sees them)
 //   1 mod 3   the rest is a .pth file: state dict, layout detection, config inference, model
@@ -8,9 +8,9 @@
 // sima::Error is the expected refusal; what loads must be a dict of float32 tensors.
 #include "core/error.h"
 #include "fuzz_common.h"
-#include "models/pth.h"
-#include "models/torch_pickle.h"
-#include "models/upstream.h"
+#include "models/io/pth.h"
+#include "models/io/torch_pickle.h"
+#include "models/io/upstream.h"
 
 using namespace sima;
 

@@ -1,8 +1,8 @@
-// load_safetensors and read_safetensors_metadata (models/safetensors.h) on arbitrary bytes.
+// load_safetensors and read_safetensors_metadata (models/io/safetensors.h) on arbitrary bytes.
 // Whatever loads must agree with its header: a tensor per entry, metadata identical.
 #include "core/error.h"
 #include "fuzz_common.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 
 using namespace sima;
 

@@ -12,9 +12,9 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "data/image_io.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/registry.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 #include "nn/attention/variants.h"
 #include "train/config/experiment_config.h"
 

@@ -35,7 +35,7 @@ if grep -vxF -f "$dir/example_lines" "$dir/doc_lines"; then fail "docs/library.m
 
 # ---- 1. install ------------------------------------------------------------------------
 "$cmake" --install "$build" --prefix "$prefix" > "$dir/install.log" || { cat "$dir/install.log"; fail "cmake --install failed"; }
-for f in include/sima/models/checkpoint.h include/sima/nn/attention/variants.h include/sima/core/ops.h \
+for f in include/sima/models/io/checkpoint.h include/sima/nn/attention/variants.h include/sima/core/ops.h \
          include/sima/train/loop/loop.h include/sima/train/config/experiment_config.h \
          lib/libsima.a lib/libsima_base.a lib/cmake/sima/simaConfig.cmake lib/cmake/sima/simaConfigVersion.cmake \
          lib/cmake/sima/simaTargets.cmake lib/pkgconfig/sima.pc \

@@ -14,7 +14,7 @@
 #include "core/autograd.h"
 #include "core/tensor.h"
 #include "data/temp_dir.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/quantized.h"
 #include "models/registry.h"
 #include "nn/attention/sima.h"

@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "data/image_io.h"
-#include "models/checkpoint.h"
-#include "models/pth.h"
-#include "models/upstream.h"
-#include "models/zip_archive.h"
+#include "models/io/checkpoint.h"
+#include "models/io/pth.h"
+#include "models/io/upstream.h"
+#include "models/io/zip_archive.h"
 #include "train/eval/evaluate.h"
 #include "train/objectives/distill.h"
 
@@ -105,7 +105,7 @@ TEST_CASE("the layouts are detected and the inferred configs are the upstream on
   CHECK(cvt.stage_heads == std::vector<int64_t>{1, 2, 3});
   CHECK(cvt.stage_embed_stride == std::vector<int64_t>{4, 2, 2});
   CHECK(cvt.act == "quick_gelu");
-  // The eval crop each upstream evaluates at (models/upstream.h upstream_crop_pct), and the note
+  // The eval crop each upstream evaluates at (models/io/upstream.h upstream_crop_pct), and the note
   // a timm DeiT gets (its tensors fit softmax and SimA alike).
   CHECK(m["deit_timm_fp16"].crop_pct == 0.9);
   CHECK(m["xcit_timm_views"].crop_pct == 1.0);

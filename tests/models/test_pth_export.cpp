@@ -1,4 +1,4 @@
-// sima-convert --to (models/upstream_export.h): our checkpoints -> upstream .pth files.
+// sima-convert --to (models/io/upstream_export.h): our checkpoints -> upstream .pth files.
 //
 // For each layout a tiny model of ours (the sizes of tests/models/gen_pth.py's transcriptions),
 // every parameter and BatchNorm statistic moved off its init, is saved as our checkpoint and
@@ -17,11 +17,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "models/checkpoint.h"
-#include "models/pth.h"
+#include "models/io/checkpoint.h"
+#include "models/io/pth.h"
 #include "models/registry.h"
-#include "models/upstream.h"
-#include "models/upstream_export.h"
+#include "models/io/upstream.h"
+#include "models/io/upstream_export.h"
 
 using namespace sima;
 using namespace sima::testing;

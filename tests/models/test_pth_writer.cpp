@@ -1,5 +1,5 @@
-// The .pth writer without Python (models/zip_writer.h, models/pth_writer.h) against our own
-// readers (models/zip_archive.h, models/pth.h): what the writer writes, the reader reads back
+// The .pth writer without Python (models/io/zip_writer.h, models/io/pth_writer.h) against our own
+// readers (models/io/zip_archive.h, models/io/pth.h): what the writer writes, the reader reads back
 // bit for bit, laid out as torch.save lays it out (64-byte aligned storages, archive/ names);
 // the zip32 limits and bad tensors are clear errors, and a failed save leaves no file behind.
 // That PyTorch itself loads these files is tests/models/check_pth_export.py's part.
@@ -10,10 +10,10 @@
 #include <fstream>
 
 #include "data/temp_dir.h"
-#include "models/pth.h"
-#include "models/pth_writer.h"
-#include "models/zip_archive.h"
-#include "models/zip_writer.h"
+#include "models/io/pth.h"
+#include "models/io/pth_writer.h"
+#include "models/io/zip_archive.h"
+#include "models/io/zip_writer.h"
 
 using namespace sima;
 using namespace sima::testing;

@@ -9,7 +9,7 @@
 
 #include "core/ops.h"
 #include "models/budget.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/registry.h"
 #include "nn/attention/variants.h"
 #include "train/config/experiment_config.h"

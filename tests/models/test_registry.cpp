@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/registry.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 
 using namespace sima;
 using namespace sima::testing;

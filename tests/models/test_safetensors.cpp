@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/temp_dir.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 
 using namespace sima;
 using namespace sima::testing;

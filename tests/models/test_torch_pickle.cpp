@@ -1,4 +1,4 @@
-// The restricted unpickler (models/torch_pickle.h) and the zip reader (models/zip_archive.h) on
+// The restricted unpickler (models/io/torch_pickle.h) and the zip reader (models/io/zip_archive.h) on
 // hand-written bytes: what a state dict needs is read, everything else is refused by name.
 // (Whole torch.save files from PyTorch are tests/models/test_pth.cpp's.)
 #include "testing.h"
@@ -8,9 +8,9 @@
 #include <cstring>
 #include <functional>
 
-#include "models/pth.h"
-#include "models/torch_pickle.h"
-#include "models/zip_archive.h"
+#include "models/io/pth.h"
+#include "models/io/torch_pickle.h"
+#include "models/io/zip_archive.h"
 
 using namespace sima;
 using namespace std::string_literals;

@@ -20,7 +20,7 @@
 
 #include "app_testing.h"
 #include "data/temp_dir.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 #include "testing.h"
 
 using namespace sima;

@@ -29,7 +29,7 @@
 #include "core/rng.h"
 #include "data/idx.h"
 #include "models/registry.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 #include "nn/attention/attention.h"
 
 using namespace sima;

@@ -9,7 +9,7 @@
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "data/temp_dir.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/registry.h"
 #include "testing.h"
 #include "train/eval/feature_eval.h"

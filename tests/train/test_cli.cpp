@@ -18,7 +18,7 @@
 #include "data/idx.h"
 #include "data/image_io.h"
 #include "data/temp_dir.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/registry.h"
 #include "testing.h"
 #include "train/config/cli.h"

@@ -17,9 +17,9 @@
 
 #include "core/error.h"
 #include "data/temp_dir.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/registry.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 #include "nn/init.h"
 #include "nn/normalization.h"
 #include "testing.h"

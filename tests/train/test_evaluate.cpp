@@ -12,7 +12,7 @@
 #include "data/batch.h"
 #include "data/image_io.h"
 #include "data/temp_dir.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/registry.h"
 #include "testing.h"
 #include "train/config/transforms_factory.h"

@@ -18,7 +18,7 @@
 #include "core/ops.h"
 #include "data/batch.h"
 #include "data/temp_dir.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/registry.h"
 #include "testing.h"
 #include "train/config/data_spec.h"

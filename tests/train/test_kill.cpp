@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "app_testing.h"
-#include "models/checkpoint.h"
-#include "models/safetensors.h"
+#include "models/io/checkpoint.h"
+#include "models/io/safetensors.h"
 #include "testing.h"
 #include "train/loop/metrics.h"
 

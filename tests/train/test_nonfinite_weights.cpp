@@ -15,7 +15,7 @@
 
 #include "app_testing.h"
 #include "data/idx.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/registry.h"
 #include "testing.h"
 #include "train/config/transforms_factory.h"

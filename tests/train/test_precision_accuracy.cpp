@@ -9,7 +9,7 @@
 
 #include "data/dataset.h"
 #include "data/temp_dir.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/quantized.h"
 #include "train/config/data_spec.h"
 #include "train/eval/evaluate.h"

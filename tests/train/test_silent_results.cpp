@@ -14,9 +14,9 @@
 #include "app_testing.h"
 #include "data/image_io.h"
 #include "data/temp_dir.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/registry.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 #include "testing.h"
 #include "train/eval/evaluate.h"
 

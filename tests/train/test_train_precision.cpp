@@ -15,7 +15,7 @@
 
 #include "core/ops/autocast.h"
 #include "data/temp_dir.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 #include "testing.h"
 #include "train/loop/metrics.h"
 #include "train/objectives/trainer.h"

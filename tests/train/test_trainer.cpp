@@ -13,8 +13,8 @@
 
 #include "core/error.h"
 #include "data/temp_dir.h"
-#include "models/checkpoint.h"
-#include "models/safetensors.h"
+#include "models/io/checkpoint.h"
+#include "models/io/safetensors.h"
 #include "testing.h"
 #include "train/loop/metrics.h"
 #include "train/objectives/trainer.h"

@@ -135,7 +135,7 @@ struct DinoConfig {
 // DeiT distillation (train/objectives/distill.h): a frozen teacher checkpoint supervises the student's
 // distillation head; the class head keeps learning the labels.
 struct DistillConfig {
-  std::string teacher;        // a model checkpoint (models/checkpoint.h); "" = none
+  std::string teacher;        // a model checkpoint (models/io/checkpoint.h); "" = none
   std::string type = "none";  // none | hard | soft
   double alpha = 0.5;         // weight of the distillation term (DeiT: 0.5)
   double tau = 1.0;           // soft: temperature

@@ -65,7 +65,7 @@ std::vector<Prediction> predict_images(Model& model, const std::vector<std::stri
 
 // ---- what a checkpoint says about its evaluation ----------------------------------
 
-// From a model.safetensors' metadata (models/checkpoint.h): the model config with the
+// From a model.safetensors' metadata (models/io/checkpoint.h): the model config with the
 // "normalization" mean/std applied, the eval crop_pct ("normalization"."crop_pct", else
 // default_crop_pct(img_size)), the training data spec ("data", "" if absent) and the class
 // names ("classes", empty if absent). Errors name the file and the metadata key.
@@ -79,10 +79,10 @@ struct CheckpointEvalInfo {
 CheckpointEvalInfo read_checkpoint_eval_info(const std::string& path);
 
 // The model and its eval info from `path`: a model.safetensors of ours (load_checkpoint and
-// read_checkpoint_eval_info), or a torch.save file of an upstream model (models/pth.h's
+// read_checkpoint_eval_info), or a torch.save file of an upstream model (models/io/pth.h's
 // is_pth_path: .pth / .pt / .bin or zip bytes), converted in memory as sima-convert does
-// (models/upstream.h; `from` and `model_spec` are its --from and --model). An upstream file
-// has no data spec or class names; its crop_pct is its upstream's (models/upstream.h
+// (models/io/upstream.h; `from` and `model_spec` are its --from and --model). An upstream file
+// has no data spec or class names; its crop_pct is its upstream's (models/io/upstream.h
 // upstream_crop_pct), and `note` may hold a hint for the user (a timm DeiT imported as softmax).
 struct LoadedCheckpoint {
   std::shared_ptr<Model> model;

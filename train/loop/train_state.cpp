@@ -6,7 +6,7 @@
 #include "core/rng.h"
 #include "models/finite_check.h"
 #include "models/quantized.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 
 namespace sima {
 

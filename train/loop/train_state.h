@@ -1,5 +1,5 @@
 // train_state.safetensors: everything a resumed run needs, in one file written atomically
-// (temporary file + rename, models/safetensors.h), so a run killed at any moment leaves
+// (temporary file + rename, models/io/safetensors.h), so a run killed at any moment leaves
 // either the previous state or the new one, never a mix.
 //
 //   tensors:  "model.<name>"  the model's parameters and buffers

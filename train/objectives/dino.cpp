@@ -9,13 +9,14 @@
 #include "data/loader.h"
 #include "data/multicrop.h"
 #include "models/budget.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/registry.h"
 #include "train/config/data_spec.h"
 #include "train/distributed/distributed.h"
 #include "train/loop/loop.h"
 #include "train/loop/loop_common.h"
 #include "train/objectives/dino_trainer.h"
+#include "train/objectives/objective_setup.h"
 #include "train/optim/ema.h"
 
 namespace sima {
@@ -156,26 +157,12 @@ int64_t DinoObjective::setup_data(Comm& comm) {
   const ExperimentConfig& c = cfg_;
   // Data: the training split through DINO's multi-crop, views grouped by resolution.
   spec_ = parse_data_spec(c.data.dataset);
-  train_raw_ = open_dataset(spec_, true);
-  // A validation split is held out of pretraining too (its images are for choosing settings).
-  if (c.data.validation > 0)
-    train_raw_ = holdout_split(train_raw_, c.data.validation, uint64_t(c.data.validation_seed)).train;
-  if (c.data.train_subset > 0) train_raw_ = random_subset(train_raw_, c.data.train_subset, uint64_t(c.train.seed), "data.train_subset");
+  train_raw_ = training_images(c, spec_);  // a validation split is held out of pretraining too
   classes_ = class_names(spec_, c.model.num_classes);
   const MultiCropOptions mo = dino_multicrop_options(c);
   auto views = std::make_shared<MultiViewTransformedDataset>(train_raw_, dino_multiview_transform(mo));
-  loader_ = std::make_unique<MultiViewLoader>(views,
-                                              LoaderOptions{.batch_size = c.data.batch_size,
-                                                            .shuffle = true,
-                                                            .drop_last = true,
-                                                            .num_workers = int(c.data.num_workers),
-                                                            .seed = uint64_t(c.train.seed),
-                                                            .num_replicas = comm.size(),
-                                                            .rank = comm.rank()},
-                                              collate_views_by_resolution);
-  const int64_t steps_per_epoch = loader_->batches_per_epoch();
-  check(steps_per_epoch > 0, "data.batch_size ", c.data.batch_size, " exceeds the ", train_raw_->size(),
-        " training images: no full batch");
+  loader_ = std::make_unique<MultiViewLoader>(views, training_loader_options(c, comm), collate_views_by_resolution);
+  const int64_t steps_per_epoch = checked_steps_per_epoch(loader_->batches_per_epoch(), c, train_raw_->size());
   schedule_steps(c, steps_per_epoch);  // overflow: an error naming the key, before any network
   return steps_per_epoch;
 }
@@ -184,9 +171,7 @@ int64_t DinoObjective::setup_data(Comm& comm) {
 void DinoObjective::setup_networks() {
   const ExperimentConfig& c = cfg_;
   const DinoConfig& d = c.dino;
-  manual_seed(uint64_t(c.train.seed));
-  check_model_budget(c.model, c.data.batch_size);  // the run's batch, before any tensor (models/budget.h)
-  std::shared_ptr<Model> backbone = create_model(c.model);
+  std::shared_ptr<Model> backbone = seeded_model(c);
   const int64_t D = backbone_feature_dim(*backbone, c.model.img_size);
   if (d.local_crops_number > 0) {
     try {

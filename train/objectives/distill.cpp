@@ -12,10 +12,10 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/ops.h"
-#include "models/checkpoint.h"
-#include "models/pth.h"
+#include "models/io/checkpoint.h"
+#include "models/io/pth.h"
 #include "models/quantized.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 #include "train/eval/evaluate.h"
 
 namespace sima {

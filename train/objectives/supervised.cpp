@@ -9,13 +9,14 @@
 #include "data/loader.h"
 #include "data/mixup.h"
 #include "models/budget.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "models/registry.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 #include "train/distributed/distributed.h"
 #include "train/loop/loop.h"
 #include "train/loop/loop_common.h"
 #include "train/objectives/distill.h"
+#include "train/objectives/objective_setup.h"
 #include "train/objectives/trainer.h"
 #include "train/optim/ema.h"
 
@@ -96,34 +97,18 @@ int64_t SupervisedObjective::setup_data(Comm& comm) {
   const ExperimentConfig& c = cfg_;
   // Data first: a wrong path fails before any model is built.
   spec_ = parse_data_spec(c.data.dataset);
-  std::shared_ptr<const Dataset> train_raw = open_dataset(spec_, true), test_raw;
+  std::shared_ptr<const Dataset> test_raw;
+  std::shared_ptr<const Dataset> train_raw = training_images(c, spec_, &test_raw);
   check(train_raw->num_classes() == c.model.num_classes, "model.num_classes is ", c.model.num_classes, " but ",
         c.data.dataset, " has ", train_raw->num_classes(), " classes");
   classes_ = class_names(spec_, c.model.num_classes);
-  if (c.data.validation > 0) {  // the protocol of docs/RESULTS.md: choose settings without the test set
-    HoldoutSplit split = holdout_split(train_raw, c.data.validation, uint64_t(c.data.validation_seed));
-    train_raw = split.train;
-    test_raw = split.validation;  // the test split is never opened
-  } else {
-    test_raw = open_dataset(spec_, false);
-  }
-  if (c.data.train_subset > 0)
-    train_raw = random_subset(train_raw, c.data.train_subset, uint64_t(c.train.seed), "data.train_subset");
+  if (!test_raw) test_raw = open_dataset(spec_, false);  // no validation split: the test split
   if (c.data.test_subset > 0)
     test_raw = random_subset(test_raw, c.data.test_subset, uint64_t(c.train.seed) + 1, "data.test_subset");
   train_set_ = std::make_shared<TransformedDataset>(train_raw, train_transform(c.model, c.augment));
   test_set_ = std::make_shared<TransformedDataset>(test_raw, eval_transform(c.model, c.augment.crop_pct));
-  loader_ = std::make_unique<DataLoader>(train_set_, LoaderOptions{.batch_size = c.data.batch_size,
-                                                                   .shuffle = true,
-                                                                   .drop_last = true,
-                                                                   .num_workers = int(c.data.num_workers),
-                                                                   .seed = uint64_t(c.train.seed),
-                                                                   .num_replicas = comm.size(),
-                                                                   .rank = comm.rank()});
-  const int64_t steps_per_epoch = loader_->batches_per_epoch();
-  check(steps_per_epoch > 0, "data.batch_size ", c.data.batch_size, " exceeds the ", train_set_->size(),
-        " training images: no full batch");
-  return steps_per_epoch;
+  loader_ = std::make_unique<DataLoader>(train_set_, training_loader_options(c, comm));
+  return checked_steps_per_epoch(loader_->batches_per_epoch(), c, train_set_->size());
 }
 
 int64_t SupervisedObjective::setup(Comm& comm, StepSchedules& sched) {
@@ -136,9 +121,7 @@ int64_t SupervisedObjective::setup(Comm& comm, StepSchedules& sched) {
   if (c.distill.type != "none") teacher_ = std::make_unique<DistillTeacher>(c.distill.teacher, c.model, classes_);
 
   // Model, seeded: the same seed gives the same initial weights.
-  manual_seed(uint64_t(c.train.seed));
-  check_model_budget(c.model, c.data.batch_size);  // the run's batch, before any tensor (models/budget.h)
-  model_ = create_model(c.model);
+  model_ = seeded_model(c);
   if (c.train.ema) ema_ = std::make_unique<ModelEma>(create_model(c.model), *model_, c.train.ema_decay);
 
   // Schedules, per step.

@@ -1,7 +1,7 @@
 // Reading PyTorch checkpoints (.pth / .pt files written by torch.save, PyTorch >= 1.6).
 //
-//   file (zip, models/zip_archive.h)
-//     <name>/data.pkl     the saved object, run by the restricted unpickler (models/torch_pickle.h)
+//   file (zip, models/io/zip_archive.h)
+//     <name>/data.pkl     the saved object, run by the restricted unpickler (models/io/torch_pickle.h)
 //     <name>/data/<key>   the storages its tensors view
 //
 // load_pth_state_dict finds the state dict in the saved object: the object itself when it is a
@@ -14,7 +14,7 @@
 #pragma once
 #include <string>
 
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 
 namespace sima {
 

@@ -1,5 +1,5 @@
 // Zip reader for torch.save archives; the format and the checks are described in zip_archive.h.
-#include "models/zip_archive.h"
+#include "models/io/zip_archive.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 //
 // torch.save stores every entry uncompressed (method 0, "STORED") and pads the local headers
 // with an extra field so each entry's data starts 64-byte aligned. The archive holds
-//   <name>/data.pkl        the pickled object (models/torch_pickle.h)
+//   <name>/data.pkl        the pickled object (models/io/torch_pickle.h)
 //   <name>/data/<key>      one raw little-endian storage per key
 //   <name>/version, <name>/byteorder (newer PyTorch), ...
 // Layout (PKWARE APPNOTE 6.3, sections 4.3.7, 4.3.12, 4.3.16): the end-of-central-directory
@@ -56,7 +56,7 @@ bool looks_like_zip(const std::string& first_bytes);
 // The CRC-32 (zlib's) of `bytes`, any length.
 uint32_t crc32_of(const std::string& bytes);
 
-// Record signatures and fixed sizes (APPNOTE 4.3.7, 4.3.12, 4.3.16), shared with models/zip_writer.h.
+// Record signatures and fixed sizes (APPNOTE 4.3.7, 4.3.12, 4.3.16), shared with models/io/zip_writer.h.
 namespace zip {
 constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0x06054b50;
 constexpr size_t kEndSize = 22, kCentralSize = 46, kLocalSize = 30;

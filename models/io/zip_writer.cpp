@@ -1,8 +1,8 @@
 // Zip writer for torch.save archives; the layout is described in zip_writer.h.
-#include "models/zip_writer.h"
+#include "models/io/zip_writer.h"
 
 #include "core/error.h"
-#include "models/zip_archive.h"
+#include "models/io/zip_archive.h"
 
 namespace sima {
 

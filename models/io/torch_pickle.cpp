@@ -1,6 +1,6 @@
 // The restricted unpickler of torch.save's data.pkl; what it accepts is described in torch_pickle.h.
 // Opcode meanings: CPython Lib/pickletools.py (the opcode table) and Lib/pickle.py.
-#include "models/torch_pickle.h"
+#include "models/io/torch_pickle.h"
 
 #include <bit>
 #include <cstring>

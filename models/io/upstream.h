@@ -1,4 +1,4 @@
-// Upstream checkpoints (PyTorch state dicts) -> sima.cpp models; the reverse is models/upstream_export.h.
+// Upstream checkpoints (PyTorch state dicts) -> sima.cpp models; the reverse is models/io/upstream_export.h.
 //
 //   layout     from                                          our model
 //   official   UCDvision/sima sima.py (XCiT-SimA), usually   XCiT, attention sima
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "models/model.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 
 namespace sima {
 

@@ -1,4 +1,4 @@
-// sima.cpp models -> upstream PyTorch checkpoints, the inverse of models/upstream.h:
+// sima.cpp models -> upstream PyTorch checkpoints, the inverse of models/io/upstream.h:
 // a .pth the upstream model code loads with load_state_dict(strict=True) and runs to our logits.
 //
 //   --to       our model (config)                               written as
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "models/model.h"
-#include "models/pth_writer.h"
+#include "models/io/pth_writer.h"
 
 namespace sima {
 
@@ -42,7 +42,7 @@ std::string export_problems(const ModelConfig& cfg, const ExportOptions& opt);
 // in errors, e.g. the checkpoint it came from).
 std::vector<PthTensor> export_upstream_state_dict(const Model& model, const ExportOptions& opt, const std::string& label);
 
-// The .pth at `path` (atomic write, models/pth_writer.h), wrapped as the layout's releases are.
+// The .pth at `path` (atomic write, models/io/pth_writer.h), wrapped as the layout's releases are.
 void save_upstream_checkpoint(const std::string& path, const Model& model, const ExportOptions& opt,
                               const std::string& label);
 

@@ -1,5 +1,5 @@
 // Upstream state dicts -> our models: name maps, config inference, loading (upstream.h).
-#include "models/upstream.h"
+#include "models/io/upstream.h"
 
 #include <algorithm>
 #include <cstring>
@@ -12,7 +12,7 @@
 #include "core/allocation_budget.h"
 #include "core/error.h"
 #include "core/file_io.h"
-#include "models/pth.h"
+#include "models/io/pth.h"
 #include "models/registry.h"
 
 namespace sima {

@@ -1,5 +1,5 @@
 // A writer of zip archives as torch.save lays them out (PyTorch's PyTorchStreamWriter), the
-// inverse of models/zip_archive.h.
+// inverse of models/io/zip_archive.h.
 //
 //   [local header, name, "FB" padding extra field, data] per entry, in the order added
 //   [central directory: one header per entry]  [end-of-central-directory record]

@@ -1,4 +1,4 @@
-// A restricted unpickler for the data.pkl of torch.save archives (models/pth.h).
+// A restricted unpickler for the data.pkl of torch.save archives (models/io/pth.h).
 //
 // Pickle is a program for a stack machine whose GLOBAL and REDUCE opcodes import and call any
 // Python function, so a .pth file from elsewhere can run code when PyTorch loads it without
@@ -37,7 +37,7 @@ constexpr int kMaxPickleDepth = 64;
 enum class StorageDtype { Float32, Float16, BFloat16, Float64, Int64, Int32, Int16, Int8, UInt8, Bool };
 const char* storage_dtype_name(StorageDtype d);
 size_t storage_dtype_size(StorageDtype d);
-// The storage class torch.save names for `d`, e.g. "torch.FloatStorage" (models/pth_writer.h).
+// The storage class torch.save names for `d`, e.g. "torch.FloatStorage" (models/io/pth_writer.h).
 const std::string& storage_type_global(StorageDtype d);
 
 // A tensor as data.pkl describes it: a strided view of the storage archive/data/<key>.

@@ -1,5 +1,5 @@
 // safetensors reader and writer; the format and the choices are described in safetensors.h.
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,12 +1,12 @@
 // Writing PyTorch checkpoints without Python: the bytes torch.save(obj, f) writes (PyTorch >= 1.6,
 // zip format) for obj a state dict, or a dict {wrap_key: state dict} (the official SimA / DeiT
-// releases save {'model': state_dict}). models/pth.h reads them back.
+// releases save {'model': state_dict}). models/io/pth.h reads them back.
 //
 //   archive/data.pkl      the object, pickle protocol 2 (torch.save's default)
 //   archive/byteorder     "little"
 //   archive/data/<i>      tensor i's values, row-major little-endian, one storage per tensor, i = 0, 1, ...
 //   archive/version       "3\n"
-// in a zip written by models/zip_writer.h (stored entries, data 64-byte aligned).
+// in a zip written by models/io/zip_writer.h (stored entries, data 64-byte aligned).
 //
 // The state dict is a collections.OrderedDict() (called with no arguments, then its items set
 // in order). Each tensor is pickled as torch.save pickles a contiguous CPU tensor:
@@ -14,13 +14,13 @@
 // with stride the row-major strides of size and storage the persistent id
 //   ('storage', torch.FloatStorage, '<i>', 'cpu', numel)      (torch.LongStorage for int64)
 // which torch.load resolves to archive/data/<i>. Only the globals the restricted unpickler of
-// models/torch_pickle.h (and PyTorch's weights_only loader) accept appear.
+// models/io/torch_pickle.h (and PyTorch's weights_only loader) accept appear.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
-#include "models/torch_pickle.h"
+#include "models/io/torch_pickle.h"
 
 namespace sima {
 

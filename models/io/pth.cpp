@@ -1,5 +1,5 @@
 // torch.save checkpoints -> named float32 tensors; the format is described in pth.h.
-#include "models/pth.h"
+#include "models/io/pth.h"
 
 #include <bit>
 #include <algorithm>
@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "models/torch_pickle.h"
-#include "models/zip_archive.h"
+#include "models/io/torch_pickle.h"
+#include "models/io/zip_archive.h"
 
 namespace sima {
 

@@ -1,7 +1,7 @@
 // torch.save's format, written from C++; described in pth_writer.h. Opcode meanings: CPython
 // Lib/pickletools.py; the tensor's reduce arguments: PyTorch torch/_utils.py (_rebuild_tensor_v2)
 // and torch/serialization.py (persistent_id of a storage).
-#include "models/pth_writer.h"
+#include "models/io/pth_writer.h"
 
 #include <bit>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
-#include "models/zip_writer.h"
+#include "models/io/zip_writer.h"
 
 namespace sima {
 

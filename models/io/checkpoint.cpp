@@ -1,4 +1,4 @@
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -9,7 +9,7 @@
 #include "models/finite_check.h"
 #include "models/quantized.h"
 #include "models/registry.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 
 namespace sima {
 

@@ -1,5 +1,5 @@
 // Our models -> upstream state dicts and .pth files; the layouts are described in upstream_export.h.
-#include "models/upstream_export.h"
+#include "models/io/upstream_export.h"
 
 #include <cstring>
 
