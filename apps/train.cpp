@@ -1,7 +1,7 @@
 // sima-train: trains a model from a JSON experiment config (train/config/experiment_config.h).
 //
 //   build/bin/sima-train --config configs/quickstart.json [--set key.path=value ...]
-//                        [--out runs/NAME] [--resume] [--check] [--quiet] [--allow-nonfinite]
+//                        [--out runs/NAME] [--resume] [--check [--derived]] [--quiet] [--allow-nonfinite]
 //
 // The whole config is validated before any work. The run folder gets the resolved config,
 // metrics.jsonl/.csv, curves.png and the checkpoints (train/objectives/trainer.h; with dino.enabled,
@@ -72,6 +72,8 @@ void declare_flags(sima::Cli& cli) {
   cli.flag("out", "DIR", "run folder (default: runs/<config name>)");
   cli.option("resume", "continue the run in --out from its train_state.safetensors");
   cli.option("check", "validate the config, print it resolved, and exit");
+  cli.option("derived", "with --check: print {\"config\": the resolved config, \"derived\": what the run computes "
+             "from it (\"lr\": the peak learning rate)}");
   cli.option("quiet", "no progress output");
   cli.option("allow-nonfinite", "load and save weights holding NaN or inf (for debugging; refused by default)");
   cli.option("config-reference", "print every config key with its type, default and meaning (Markdown) and exit");
@@ -164,9 +166,12 @@ int main(int argc, char** argv) {
   }
   try {
     const ExperimentConfig cfg = read_experiment(cli);
+    check(!cli.is_set("derived") || cli.is_set("check"), "--derived goes with --check");
     if (cli.is_set("check")) {
       check_startable(cfg);  // what the run's start refuses, --check refuses too
-      std::cout << experiment_to_json(cfg).dump(2) << "\n";
+      nlohmann::json out = experiment_to_json(cfg);
+      if (cli.is_set("derived")) out = {{"config", out}, {"derived", {{"lr", cfg.effective_lr()}}}};
+      std::cout << out.dump(2) << "\n";
       return 0;
     }
     if (comm.size() > 1) {

@@ -28,12 +28,10 @@ Two checks against sima.cpp (both in tests/results/torch_twin_smoke.sh):
                           reset) instead of a seeded init: with drop path 0 the step losses and
                           gradient norms are sima-train's until float rounding drifts apart.
 
-The config: every key of sima.cpp's schema (train/config/experiment_config.h, models/config_fields.cpp) is known
-here. A key the twin reads (READ) may take any valid value; a key that cannot change the numbers
-of this recipe (NO_EFFECT) is accepted and ignored; every other known key must keep sima.cpp's
-default value (DEFAULTS) and an unknown key is refused: the twin never trains another recipe.
-DEFAULTS must be sima.cpp's: ctest results.twin_defaults (tests/results/test_twin_defaults.py)
-compares each with what `sima-train --check` resolves and fails when one differs.
+The config is the one `sima-train --check` resolves from the same --config and --set, every key
+and the peak lr (results/twin_config.py, which also says which keys the twin implements: a key it
+does not implement must keep sima.cpp's default, else the twin refuses the config naming the key;
+it never trains another recipe). The binaries are SIMA_BIN_DIR's, else build/bin.
 
 Matched exactly (same definitions as sima.cpp):
   - the model, layer for layer (tests/bench/cvt_peer.py: CvT, conv projections + BatchNorm,
@@ -51,7 +49,7 @@ Matched exactly (same definitions as sima.cpp):
     normalisation only (28x28 images pass the evaluation resize untouched);
   - AdamW (PyTorch's update, decoupled decay p *= 1 - lr*wd) with lr, betas, eps and weight
     decay from the config, no decay on 1-D parameters and on names in optimizer.no_weight_decay
-    (train/optim/optim.cpp's is_no_decay_name); lr = optimizer.lr, or base_lr * batch / lr_base_batch;
+    (train/optim/optim.cpp's is_no_decay_name); the peak lr sima-train computes (--check --derived);
   - the per-step schedule (train/optim/schedule.cpp): linear warmup from warmup_lr over
     round(warmup_epochs * steps_per_epoch) steps, then cosine to min_lr at the last step;
   - label-smoothed cross-entropy, BatchNorm batch statistics in training and running statistics
@@ -81,179 +79,10 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
 from cvt_peer import CvT  # noqa: E402  (the quickstart CvT, layer for layer as models/cvt.cpp)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sima_rng  # noqa: E402  (sima.cpp's data streams: subsets, split, batch order, crops, flips)
+from twin_config import LR, ConfigError, load_config  # noqa: E402,F401  (the config, as sima-train resolves it)
 
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 SMOKE_SETS = ["data.train_subset=256", "data.test_subset=128", "train.epochs=1", "data.batch_size=64"]
-
-
-class ConfigError(Exception):
-    pass
-
-
-# ---- the config -----------------------------------------------------------------------------
-
-# sima.cpp's defaults (train/config/experiment_config.h; the model's: models/registry.cpp cvt_13_28, models/cvt.cpp
-# cvt_small_config), for every key a config may hold.
-DEFAULTS = {
-    "name": "run",
-    "data.dataset": "fashion_mnist", "data.train_subset": 0, "data.test_subset": 0, "data.validation": 0,
-    "data.validation_seed": 0, "data.batch_size": 128, "data.eval_batch_size": 256, "data.num_workers": 2,
-    "augment.crop": "random_crop", "augment.scale": [0.08, 1.0], "augment.ratio": [0.75, 4 / 3],
-    "augment.padding": 0, "augment.hflip": 0.5, "augment.rand_augment": "", "augment.color_jitter": 0.0,
-    "augment.random_erasing": 0.0, "augment.crop_pct": 0.875,
-    "mixup.mixup_alpha": 0.0, "mixup.cutmix_alpha": 0.0, "mixup.prob": 1.0, "mixup.switch_prob": 0.5,
-    "optimizer.type": "adamw", "optimizer.lr": 0.0, "optimizer.base_lr": 5e-4, "optimizer.lr_base_batch": 512,
-    "optimizer.beta1": 0.9, "optimizer.beta2": 0.999, "optimizer.eps": 1e-8, "optimizer.weight_decay": 0.05,
-    "optimizer.momentum": 0.9, "optimizer.nesterov": False,
-    "optimizer.no_weight_decay": ["pos_embed", "cls_token", "dist_token", "temperature"],
-    "optimizer.clip_grad": 0.0,
-    "schedule.type": "cosine", "schedule.warmup_epochs": 5.0, "schedule.warmup_lr": 1e-6, "schedule.min_lr": 1e-5,
-    "schedule.decay_epochs": 30.0, "schedule.decay_rate": 0.1, "schedule.weight_decay_end": -1.0,
-    "train.epochs": 10, "train.seed": 0, "train.label_smoothing": 0.1, "train.ema": False,
-    "train.ema_decay": 0.99996, "train.eval_every": 1, "train.log_every": 50, "train.checkpoint_every": 0,
-    "train.max_steps": 0, "train.on_nonfinite": "stop", "train.allreduce_bucket_mb": 25.0,
-    "train.sync_batchnorm": False,
-    "dino.enabled": False, "distill.type": "none", "distill.teacher": "",
-    "model.arch": "cvt", "model.img_size": 28, "model.in_chans": 1, "model.num_classes": 10,
-    "model.mean": [0.2860], "model.std": [0.3530], "model.mlp_ratio": 4.0, "model.act": "quick_gelu",
-    "model.qkv_bias": True, "model.drop_rate": 0.0, "model.attn_drop_rate": 0.0, "model.norm_eps": 1e-5,
-    "model.stage_dims": [64, 192, 384], "model.stage_depths": [1, 2, 10], "model.stage_heads": [1, 3, 6],
-    "model.stage_embed_kernel": [3, 3, 3], "model.stage_embed_stride": [2, 2, 2],
-    "model.stage_embed_padding": [1, 1, 1], "model.stage_drop_path": [0.0, 0.0, 0.1],
-    "model.stage_stride_kv": [2, 2, 2],
-    "model.attention.norm": "l1", "model.attention.order": "auto", "model.attention.eps": 1e-12,
-}
-# Read by the twin: any valid value.
-READ = {
-    "data.train_subset", "data.test_subset", "data.validation", "data.validation_seed", "data.batch_size",
-    "data.eval_batch_size", "augment.padding", "augment.hflip", "optimizer.lr", "optimizer.base_lr",
-    "optimizer.lr_base_batch", "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "optimizer.weight_decay",
-    "optimizer.no_weight_decay", "schedule.warmup_epochs", "schedule.warmup_lr", "schedule.min_lr",
-    "train.epochs", "train.seed", "train.label_smoothing", "train.eval_every", "train.log_every",
-    "model.stage_dims", "model.stage_depths", "model.stage_heads", "model.stage_drop_path", "model.attention.type",
-}
-# Cannot change this recipe's numbers: accepted and ignored.
-NO_EFFECT = {
-    "name", "data.num_workers", "train.checkpoint_every", "train.allreduce_bucket_mb", "train.sync_batchnorm",
-    "augment.crop_pct",                   # 28x28 images pass the evaluation resize untouched
-    "augment.scale", "augment.ratio",     # random_resized_crop only
-    "optimizer.momentum", "optimizer.nesterov",                     # sgd only
-    "schedule.decay_epochs", "schedule.decay_rate",                 # step schedule only
-    "mixup.prob", "mixup.switch_prob", "train.ema_decay",           # mixup / EMA are off
-    "model.name",                                                   # checked in resolve()
-}
-MODEL_NAMES = {"cvt_13_28": "softmax", "cvt_13_28_sima": "sima"}  # registry name -> attention type
-
-
-def apply_set(doc, assignment):
-    """sima-train's --set key.path=value: the value is JSON when it parses, else a string."""
-    key, eq, text = assignment.partition("=")
-    if not eq or not key or "." not in key and key not in ("name", "model"):
-        raise ConfigError(f"--set {assignment!r}: expected section.key=value (e.g. train.seed=1)")
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = text
-    parts, node = key.split("."), doc
-    for p in parts[:-1]:
-        node = node.setdefault(p, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"--set {assignment!r}: '{p}' is not a section")
-    node[parts[-1]] = value
-
-
-def flatten(doc, prefix=""):
-    out = {}
-    for k, v in doc.items():
-        if isinstance(v, dict) and (not prefix or prefix == "model."):  # sections, model.attention
-            out.update(flatten(v, prefix + k + "."))
-        else:
-            out[prefix + k] = v
-    return out
-
-
-def same(a, b):
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return float(a) == float(b)
-    return a == b
-
-
-def resolve(doc):
-    """The config document -> {key: value} for every key the twin uses; ConfigError names a key
-    the twin does not know or does not implement at the value given."""
-    flat = flatten(doc)
-    name = flat.get("model.name")
-    if name not in MODEL_NAMES:
-        raise ConfigError(f"model.name: {name!r} is not implemented by the twin (only {', '.join(MODEL_NAMES)})")
-    c = dict(DEFAULTS, **{"model.name": name, "model.attention.type": MODEL_NAMES[name]})
-    for key, value in flat.items():
-        if key not in c:
-            section = key.rpartition(".")[0]
-            known = sorted(k for k in c if k.rpartition(".")[0] == section)
-            if not known:
-                raise ConfigError(f"{key}: unknown key (sections: {', '.join(sorted({k.split('.')[0] for k in c}))})")
-            raise ConfigError(f"{key}: unknown key (known in {section or 'the top level'}: {', '.join(known)})")
-        if key not in READ and key not in NO_EFFECT and not same(value, DEFAULTS[key]):
-            raise ConfigError(f"{key}: {json.dumps(value)} is not implemented by the twin "
-                              f"(only sima.cpp's default {json.dumps(DEFAULTS[key])})")
-        c[key] = value
-    check_values(c)
-    return c
-
-
-def check_values(c):
-    def need(ok, key, what):
-        if not ok:
-            raise ConfigError(f"{key}: {json.dumps(c[key])} {what}")
-
-    def is_int(k, lo):
-        need(isinstance(c[k], int) and not isinstance(c[k], bool) and c[k] >= lo, k, f"must be an integer >= {lo}")
-
-    def is_num(k, lo, hi):
-        need(isinstance(c[k], (int, float)) and not isinstance(c[k], bool) and lo <= c[k] <= hi, k,
-             f"must be a number in [{lo}, {hi}]")
-
-    for k in ("data.train_subset", "data.test_subset", "data.validation", "data.validation_seed", "train.seed",
-              "augment.padding", "optimizer.lr_base_batch"):
-        is_int(k, 0)
-    for k in ("data.batch_size", "data.eval_batch_size", "train.epochs", "train.eval_every", "train.log_every"):
-        is_int(k, 1)
-    for k in ("optimizer.lr", "optimizer.base_lr", "optimizer.weight_decay", "optimizer.eps",
-              "schedule.warmup_epochs", "schedule.warmup_lr", "schedule.min_lr"):
-        is_num(k, 0, math.inf)
-    for k, hi in (("augment.hflip", 1), ("optimizer.beta1", 0.999999), ("optimizer.beta2", 0.999999),
-                  ("train.label_smoothing", 0.999)):
-        is_num(k, 0, hi)
-    nwd = c["optimizer.no_weight_decay"]
-    need(isinstance(nwd, list) and all(isinstance(s, str) for s in nwd), "optimizer.no_weight_decay",
-         "must be a list of names")
-    need(c["model.attention.type"] in ("sima", "softmax"), "model.attention.type", "is not one of sima, softmax")
-    for k in ("model.stage_dims", "model.stage_depths", "model.stage_heads", "model.stage_drop_path"):
-        need(isinstance(c[k], list) and len(c[k]) == 3, k, "must be a list of 3 entries (one per stage)")
-    for i, (dim, h) in enumerate(zip(c["model.stage_dims"], c["model.stage_heads"])):
-        need(isinstance(dim, int) and isinstance(h, int) and dim > 0 and h > 0 and dim % h == 0,
-             "model.stage_heads", f"stage {i}: heads must be > 0 and divide stage_dims {dim}")
-    need(all(isinstance(d, int) and d >= 0 for d in c["model.stage_depths"]), "model.stage_depths",
-         "must be integers >= 0")
-    need(all(isinstance(p, (int, float)) and 0 <= p < 1 for p in c["model.stage_drop_path"]),
-         "model.stage_drop_path", "must be rates in [0, 1)")
-
-
-def load_config(config_path, sets):
-    try:
-        with open(config_path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{config_path}: {e}")
-    if not isinstance(doc, dict) or "model" not in doc:
-        raise ConfigError(f"{config_path}: expected a JSON object with a \"model\" section")
-    for s in sets:
-        apply_set(doc, s)
-    return resolve(doc)
 
 
 # ---- data -------------------------------------------------------------------------------------
@@ -333,14 +162,8 @@ def param_groups(model, c):
             {"params": no_decay, "weight_decay": 0.0}]
 
 
-def effective_lr(c):
-    if c["optimizer.lr"] > 0:
-        return c["optimizer.lr"]
-    return c["optimizer.base_lr"] * c["data.batch_size"] / c["optimizer.lr_base_batch"]
-
-
 def lr_at(step, c, warmup, total):  # train/optim/schedule.cpp's cosine with linear warmup
-    base, t = effective_lr(c), min(step, total)
+    base, t = c[LR], min(step, total)
     if t < warmup:
         return c["schedule.warmup_lr"] + (base - c["schedule.warmup_lr"]) * t / warmup
     progress = (t - warmup) / (total - warmup) if total > warmup else 1.0
@@ -487,7 +310,7 @@ def train(c, out_dir, log, init_from=None, resume=False, sitting=lambda: {}, sto
             if isinstance(m, torch.nn.BatchNorm2d):
                 m.reset_running_stats()
     params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(param_groups(model, c), lr=effective_lr(c), eps=c["optimizer.eps"],
+    opt = torch.optim.AdamW(param_groups(model, c), lr=c[LR], eps=c["optimizer.eps"],
                             betas=(c["optimizer.beta1"], c["optimizer.beta2"]))
     total = c["train.epochs"] * steps_per_epoch
     warmup = int(math.floor(c["schedule.warmup_epochs"] * steps_per_epoch + 0.5))  # llround
@@ -497,7 +320,7 @@ def train(c, out_dir, log, init_from=None, resume=False, sitting=lambda: {}, sto
     at = resume_state(out_dir, model, opt, metrics_path) if resume else \
         {"epoch": 0, "batch": 0, "loss_sum": 0.0, "step": 0, "best": -1.0, "last": None, "sittings": []}
     log(f"run {out_dir}: cvt {params} parameters, {len(xtr)} training images, {steps_per_epoch} steps/epoch, "
-        f"lr {effective_lr(c):g} (AdamW), torch {torch.__version__}, {torch.get_num_threads()} threads"
+        f"lr {c[LR]:g} (AdamW), torch {torch.__version__}, {torch.get_num_threads()} threads"
         + (f", resumed at epoch {at['epoch'] + 1} step {at['step']}" if resume else ""))
     with open(metrics_path, "a" if resume else "w") as metrics:
         for epoch in range(at["epoch"], c["train.epochs"]):

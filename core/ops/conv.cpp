@@ -84,12 +84,9 @@ void for_image_chunks(int64_t chunks, int64_t B, F&& f) {
   });
 }
 
-}  // namespace
-
-// ---- conv2d ---------------------------------------------------------------------
-// x (B, Cin, H, W), weight (Cout, Cin/G, kh, kw), bias (Cout) -> y (B, Cout, Ho, Wo)
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int stride, int padding,
-              int groups) {
+// The geometry of conv2d(x, w, bias, stride, padding, groups), once the shapes are checked.
+ConvGeom conv2d_geometry(const Tensor& x, const Tensor& w, const Tensor& bias, int stride, int padding,
+                         int groups) {
   check(x.defined() && w.defined(), "conv2d: undefined input or weight");
   check(x.dim() == 4, "conv2d: input ", x.shape(), " must be 4-d (B, C, H, W)");
   check(w.dim() == 4, "conv2d: weight ", w.shape(), " must be 4-d (Cout, Cin/groups, kh, kw)");
@@ -111,101 +108,124 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int stride, 
         " (expected (", g.Cout, "))");
   g.Ho = (g.H + 2 * g.pad - g.kh) / g.stride + 1;
   g.Wo = (g.W + 2 * g.pad - g.kw) / g.stride + 1;
-  if (groups == g.Cin && g.Cout == g.Cin) {
-    if (autocast_mode() == AutocastMode::FP16)  // CUDA's float16 conv: inputs, bias and output in float16
-      return fp16_round(conv2d_depthwise(fp16_round(x), fp16_round(w), fp16_round(bias), g));
-    return conv2d_depthwise(x, w, bias, g);  // float32 at bf16 too (docs/precision.md)
-  }
+  return g;
+}
 
+// ---- forward and backward kernels (im2col + GEMM per group) ------------------------
+
+// x (B, Cin, H, W), w (Cout, Cin/G, kh, kw), bias (Cout) or null -> y (B, Cout, Ho, Wo):
+//   y_b[g] = W_g · cols_g (+ bias), cols = im2col(x_b)
+void conv2d_forward_kernel(const float* x, const float* w, const float* bias, const ConvGeom& g, float* y) {
   const int64_t G = g.groups, Cog = g.Cout / G, Kg = g.Cin / G * g.kh * g.kw;  // per group
   const int64_t HW = g.Ho * g.Wo, Kdim = g.Cin * g.kh * g.kw;
-  Tensor y = empty(Shape{g.B, g.Cout, g.Ho, g.Wo});
-  const float *px = x.data(), *pw = w.data(), *pb = bias.defined() ? bias.data() : nullptr;
-  float* py = y.data();
   const bool pointwise = is_pointwise(g);
   const int64_t chunks = image_chunks(g.B);
   std::vector<Tensor> cols_buf(chunks);
   for_image_chunks(chunks, g.B, [&](int64_t c, int64_t b0, int64_t b1) {
     if (!pointwise && b0 < b1) cols_buf[c] = empty(Shape{Kdim, HW});
     for (int64_t b = b0; b < b1; ++b) {
-      const float* xb = px + b * g.Cin * g.H * g.W;
-      float* yb = py + b * g.Cout * HW;
+      const float* xb = x + b * g.Cin * g.H * g.W;
+      float* yb = y + b * g.Cout * HW;
       const float* cols = xb;
       if (!pointwise) {
         im2col(xb, g, cols_buf[c].data());
         cols = cols_buf[c].data();
       }
-      if (pb)  // y starts as the bias, the GEMM adds to it
-        for (int64_t co = 0; co < g.Cout; ++co) std::fill(yb + co * HW, yb + (co + 1) * HW, pb[co]);
+      if (bias)  // y starts as the bias, the GEMM adds to it
+        for (int64_t co = 0; co < g.Cout; ++co) std::fill(yb + co * HW, yb + (co + 1) * HW, bias[co]);
       for (int64_t gi = 0; gi < G; ++gi)  // y_b[g] = W_g · cols_g (+ bias)
-        gemm(false, false, Cog, HW, Kg, pw + gi * Cog * Kg, cols + gi * Kg * HW, pb ? 1.f : 0.f,
+        gemm(false, false, Cog, HW, Kg, w + gi * Cog * Kg, cols + gi * Kg * HW, bias ? 1.f : 0.f,
              yb + gi * Cog * HW);
     }
   });
+}
 
+// db[co] = Σ_b Σ_hw dy[b, co, hw]; gy (B, Cout, Ho, Wo) -> db (Cout)
+void conv2d_bias_backward(const float* gy, const ConvGeom& g, float* db) {
+  const int64_t HW = g.Ho * g.Wo;
+  parallel_for(g.Cout, grain_for(kGrainElementwise, g.B * HW), [&](int64_t c0, int64_t c1) {
+    for (int64_t co = c0; co < c1; ++co) {
+      float s = 0.f;
+      for (int64_t b = 0; b < g.B; ++b) {
+        const float* r = gy + (b * g.Cout + co) * HW;
+        for (int64_t i = 0; i < HW; ++i) s += r[i];
+      }
+      db[co] = s;
+    }
+  });
+}
+
+// Backward of conv2d_forward_kernel (docs/derivations.md §7), from gy (B, Cout, Ho, Wo):
+//   dW_g += dy_b[g] · cols_gᵀ          -> dw (Cout, Cin/G, kh, kw), zeroed by the caller
+//   dx_b = col2im(W_gᵀ · dy_b[g])      -> dx (B, Cin, H, W), zeroed by the caller
+//   db[co] = Σ_b Σ_hw dy[b, co, hw]    -> db (Cout)
+// A null output is not wanted. dW is summed per chunk of images, then the chunks in order.
+void conv2d_backward_kernel(const float* x, const float* w, const float* gy, const ConvGeom& g, float* dx,
+                            float* dw, float* db) {
+  const int64_t G = g.groups, Cog = g.Cout / G, Kg = g.Cin / G * g.kh * g.kw;  // per group
+  const int64_t HW = g.Ho * g.Wo, Kdim = g.Cin * g.kh * g.kw;
+  const bool pointwise = is_pointwise(g);
+  const int64_t chunks = image_chunks(g.B);
+  std::vector<Tensor> gw_part(chunks), cols_buf(chunks);
+  for_image_chunks(chunks, g.B, [&](int64_t c, int64_t b0, int64_t b1) {
+    if (b0 == b1) return;
+    if (dw) gw_part[c] = empty(Shape{g.Cout, Kg});
+    if (!pointwise) cols_buf[c] = empty(Shape{Kdim, HW});
+    for (int64_t b = b0; b < b1; ++b) {
+      const float* gyb = gy + b * g.Cout * HW;
+      if (dw) {  // dW_g (Cog, Kg) += dy_b[g] (Cog, HW) · cols_gᵀ (HW, Kg)
+        const float* xb = x + b * g.Cin * g.H * g.W;
+        const float* cols = xb;
+        if (!pointwise) {
+          im2col(xb, g, cols_buf[c].data());
+          cols = cols_buf[c].data();
+        }
+        for (int64_t gi = 0; gi < G; ++gi)
+          gemm(false, true, Cog, Kg, HW, gyb + gi * Cog * HW, cols + gi * Kg * HW, b == b0 ? 0.f : 1.f,
+               gw_part[c].data() + gi * Cog * Kg);
+      }
+      if (dx) {  // dcols_g (Kg, HW) = W_gᵀ (Kg, Cog) · dy_b[g] (Cog, HW), then col2im
+        float* dxb = dx + b * g.Cin * g.H * g.W;
+        float* dcols = pointwise ? dxb : cols_buf[c].data();
+        for (int64_t gi = 0; gi < G; ++gi)
+          gemm(true, false, Kg, HW, Cog, w + gi * Cog * Kg, gyb + gi * Cog * HW, 0.f, dcols + gi * Kg * HW);
+        if (!pointwise) col2im(dcols, g, dxb);
+      }
+    }
+  });
+  if (dw)  // sum the per-chunk partials in chunk order (deterministic)
+    for (const Tensor& part : gw_part) {
+      if (!part.defined()) continue;
+      const float* s = part.data();
+      for (int64_t i = 0; i < g.Cout * Kg; ++i) dw[i] += s[i];
+    }
+  if (db) conv2d_bias_backward(gy, g, db);
+}
+
+}  // namespace
+
+// ---- conv2d ---------------------------------------------------------------------
+// x (B, Cin, H, W), weight (Cout, Cin/G, kh, kw), bias (Cout) -> y (B, Cout, Ho, Wo)
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int stride, int padding,
+              int groups) {
+  const ConvGeom g = conv2d_geometry(x, w, bias, stride, padding, groups);
+  if (groups == g.Cin && g.Cout == g.Cin) {
+    if (autocast_mode() == AutocastMode::FP16)  // CUDA's float16 conv: inputs, bias and output in float16
+      return fp16_round(conv2d_depthwise(fp16_round(x), fp16_round(w), fp16_round(bias), g));
+    return conv2d_depthwise(x, w, bias, g);  // float32 at bf16 too (docs/precision.md)
+  }
+  Tensor y = empty(Shape{g.B, g.Cout, g.Ho, g.Wo});
+  conv2d_forward_kernel(x.data(), w.data(), bias.defined() ? bias.data() : nullptr, g, y.data());
   if (needs_grad(x, w, bias))
-    attach_grad_fn(y, "conv2d", {x, w, bias}, [xs = x.detach(), ws = w.detach(), g, G, Cog, Kg, HW,
-                                               Kdim, pointwise, rx = x.requires_grad(),
+    attach_grad_fn(y, "conv2d", {x, w, bias}, [xs = x.detach(), ws = w.detach(), g, rx = x.requires_grad(),
                                                rw = w.requires_grad(),
                                                rb = bias.defined() && bias.requires_grad()](
                                                   const Tensor& gy) -> Grads {
-      // gy (B, Cout, Ho, Wo)
-      Tensor gx, gw, gb;
-      const float *px = xs.data(), *pw = ws.data(), *pg = gy.data();
-      if (rx) gx = zeros(xs.shape());
-      const int64_t chunks = image_chunks(g.B);
-      std::vector<Tensor> gw_part(chunks), cols_buf(chunks);
-      for_image_chunks(chunks, g.B, [&](int64_t c, int64_t b0, int64_t b1) {
-        if (b0 == b1) return;
-        if (rw) gw_part[c] = empty(ws.shape());
-        if (!pointwise) cols_buf[c] = empty(Shape{Kdim, HW});
-        for (int64_t b = b0; b < b1; ++b) {
-          const float* gyb = pg + b * g.Cout * HW;
-          if (rw) {  // dW_g (Cog, Kg) += dy_b[g] (Cog, HW) · cols_gᵀ (HW, Kg)
-            const float* xb = px + b * g.Cin * g.H * g.W;
-            const float* cols = xb;
-            if (!pointwise) {
-              im2col(xb, g, cols_buf[c].data());
-              cols = cols_buf[c].data();
-            }
-            for (int64_t gi = 0; gi < G; ++gi)
-              gemm(false, true, Cog, Kg, HW, gyb + gi * Cog * HW, cols + gi * Kg * HW,
-                   b == b0 ? 0.f : 1.f, gw_part[c].data() + gi * Cog * Kg);
-          }
-          if (rx) {  // dcols_g (Kg, HW) = W_gᵀ (Kg, Cog) · dy_b[g] (Cog, HW), then col2im
-            float* dxb = gx.data() + b * g.Cin * g.H * g.W;
-            float* dcols = pointwise ? dxb : cols_buf[c].data();
-            for (int64_t gi = 0; gi < G; ++gi)
-              gemm(true, false, Kg, HW, Cog, pw + gi * Cog * Kg, gyb + gi * Cog * HW, 0.f,
-                   dcols + gi * Kg * HW);
-            if (!pointwise) col2im(dcols, g, dxb);
-          }
-        }
-      });
-      if (rw) {  // sum the per-chunk partials in chunk order (deterministic)
-        gw = zeros(ws.shape());
-        for (const Tensor& part : gw_part) {
-          if (!part.defined()) continue;
-          float* d = gw.data();
-          const float* s = part.data();
-          for (int64_t i = 0; i < gw.numel(); ++i) d[i] += s[i];
-        }
-      }
-      if (rb) {  // db[co] = Σ_b Σ_hw dy[b, co, hw]
-        gb = empty(Shape{g.Cout});
-        float* pb = gb.data();
-        parallel_for(g.Cout, grain_for(kGrainElementwise, g.B * HW),
-                     [&](int64_t c0, int64_t c1) {
-                       for (int64_t co = c0; co < c1; ++co) {
-                         float s = 0.f;
-                         for (int64_t b = 0; b < g.B; ++b) {
-                           const float* r = pg + (b * g.Cout + co) * HW;
-                           for (int64_t i = 0; i < HW; ++i) s += r[i];
-                         }
-                         pb[co] = s;
-                       }
-                     });
-      }
+      // gy (B, Cout, Ho, Wo) -> dx (B, Cin, H, W), dw (Cout, Cin/G, kh, kw), db (Cout)
+      Tensor gx = rx ? zeros(xs.shape()) : Tensor(), gw = rw ? zeros(ws.shape()) : Tensor();
+      Tensor gb = rb ? empty(Shape{g.Cout}) : Tensor();
+      conv2d_backward_kernel(xs.data(), ws.data(), gy.data(), g, rx ? gx.data() : nullptr,
+                             rw ? gw.data() : nullptr, rb ? gb.data() : nullptr);
       return {gx, gw, gb};
     });
   return y;

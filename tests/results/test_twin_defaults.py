@@ -1,92 +1,105 @@
 #!/usr/bin/env python3
-"""results/torch_twin.py's DEFAULTS against the config sima-train resolves: every default the twin
-declares must be sima.cpp's, so a C++ default that changes fails here until the twin follows.
+"""results/torch_twin.py takes its settings from sima-train, so a C++ default that changes is the
+twin's default too (results/twin_config.py; no torch needed).
 
   tests/results/test_twin_defaults.py BIN_DIR
 
-`sima-train --check` prints the resolved config (every key, its value) of a config that names
-only the twin's model (cvt_13_28_sima); the twin's DEFAULTS are read from its source (no torch
-needed). Keys the resolved config has and the twin does not know are listed, not failed: the twin
-refuses them when a config sets them.
+1. The twin's config of configs/paper/cvt_sima.json (with a --set) is, key for key, what
+   `sima-train --check` resolves, and its lr is the one `--check --derived` computes.
+2. A sima-train whose defaults changed (BIN_DIR's sima-train behind a wrapper that alters what
+   --check prints for keys the config does not set) changes the twin's values the same way: a
+   default declared on the Python side would keep the old value and fail here. A key the twin
+   does not implement follows too: the changed default is accepted, a value off it refused.
 """
-import ast
 import json
-import math
 import os
+import stat
 import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-TWIN = os.path.join(ROOT, "results", "torch_twin.py")
+sys.path.insert(0, os.path.join(ROOT, "results"))
+import twin_config  # noqa: E402
+
+CONFIG = os.path.join(ROOT, "configs", "paper", "cvt_sima.json")
+SETS = ["train.seed=3", "optimizer.lr=0"]  # lr 0: the peak lr is base_lr * batch / lr_base_batch
+# Keys cvt_sima.json leaves at their defaults -> the value the wrapper's sima-train has for them.
+CHANGED = {"optimizer.beta2": 0.995, "optimizer.base_lr": 0.002, "train.eval_every": 2,  # read by the twin
+           "model.norm_eps": 1e-6}                                                        # must be the default
+WRAPPER = """#!/usr/bin/env python3
+# sima-train with other defaults: --check prints CHANGED for every config; everything else as it is.
+import json, subprocess, sys
+p = subprocess.run([{real!r}] + sys.argv[1:], capture_output=True, text=True)
+if p.returncode != 0 or "--check" not in sys.argv:
+    sys.stdout.write(p.stdout); sys.stderr.write(p.stderr); sys.exit(p.returncode)
+out = json.loads(p.stdout)
+cfg = out["config"] if "--derived" in sys.argv else out
+for key, value in {changed!r}.items():
+    node, parts = cfg, key.split(".")
+    for k in parts[:-1]:
+        node = node[k]
+    if not any(s.startswith(key + "=") for s in sys.argv):  # a --set keeps its value
+        node[parts[-1]] = value
+if "--derived" in sys.argv:  # sima-train's formula, on the changed values
+    o = cfg["optimizer"]
+    out["derived"]["lr"] = o["lr"] if o["lr"] > 0 else o["base_lr"] * cfg["data"]["batch_size"] / o["lr_base_batch"]
+print(json.dumps(out))
+"""
 
 
-def twin_tables():
-    """DEFAULTS, READ and NO_EFFECT as torch_twin.py writes them, evaluated from its source."""
-    tree = ast.parse(open(TWIN).read(), TWIN)
-    out = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-            if name in ("DEFAULTS", "READ", "NO_EFFECT"):
-                out[name] = eval(compile(ast.Expression(node.value), TWIN, "eval"), {})  # literals only
-    missing = {"DEFAULTS", "READ", "NO_EFFECT"} - set(out)
-    if missing:
-        sys.exit(f"error: {TWIN}: no {', '.join(sorted(missing))} table found")
-    return out["DEFAULTS"], out["READ"], out["NO_EFFECT"]
+def fail(msg):
+    sys.exit("error: " + msg)
 
 
-def flatten(doc, prefix=""):  # as torch_twin.flatten: sections, then model.attention
-    out = {}
-    for k, v in doc.items():
-        if isinstance(v, dict) and (not prefix or prefix == "model."):
-            out.update(flatten(v, prefix + k + "."))
-        else:
-            out[prefix + k] = v
-    return out
-
-
-def same(a, b):
-    """Equal as configs: lists element by element, bools as bools, numbers to float precision."""
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=0.0)  # C++ floats print 7 digits
-    return a == b
-
-
-def resolved(bin_dir):
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "twin.json")
-        with open(path, "w") as f:
-            json.dump({"model": {"name": "cvt_13_28_sima"}}, f)
-        p = subprocess.run([os.path.join(bin_dir, "sima-train"), "--config", path, "--check"],
-                           capture_output=True, text=True)
+def check_resolved(bin_dir):
+    p = subprocess.run([os.path.join(bin_dir, "sima-train"), "--config", CONFIG, "--check", "--derived"] +
+                       [a for s in SETS for a in ("--set", s)], capture_output=True, text=True)
     if p.returncode != 0:
-        sys.exit(f"error: sima-train --check failed: {p.stderr.strip()}")
-    return flatten(json.loads(p.stdout))
+        fail(f"sima-train --check --derived failed: {p.stderr.strip()}")
+    out = json.loads(p.stdout)
+    cpp = twin_config.flatten(out["config"])
+    c = twin_config.load_config(CONFIG, SETS, bin_dir)
+    wrong = [k for k in cpp if not twin_config.same(c.get(k), cpp[k])]
+    if wrong or set(c) != set(cpp) | {twin_config.LR}:
+        fail(f"the twin's config is not sima-train's in {wrong or sorted(set(c) ^ set(cpp))}")
+    if c[twin_config.LR] != out["derived"]["lr"] or c["train.seed"] != 3:
+        fail(f"lr {c[twin_config.LR]} / seed {c['train.seed']}: not sima-train's {out['derived']['lr']} / 3")
+    pinned = sorted(k for k in c if k not in twin_config.READ and k not in twin_config.NO_EFFECT)
+    print(f"test_twin_defaults.py: the twin's {len(c) - 1} keys are sima-train --check's ({len(pinned)} pinned at "
+          f"sima.cpp's defaults), lr {c[twin_config.LR]:g} is --derived's")
+
+
+def check_follows(bin_dir):
+    with tempfile.TemporaryDirectory() as d:
+        fake = os.path.join(d, "sima-train")
+        with open(fake, "w") as f:
+            f.write(WRAPPER.format(real=os.path.join(os.path.abspath(bin_dir), "sima-train"), changed=CHANGED))
+        os.chmod(fake, os.stat(fake).st_mode | stat.S_IXUSR)
+        c = twin_config.load_config(CONFIG, SETS, d)
+        stale = {k: c[k] for k, v in CHANGED.items() if not twin_config.same(c[k], v)}
+        if stale:
+            fail(f"sima-train's defaults changed to {CHANGED}, the twin kept {stale}")
+        lr = CHANGED["optimizer.base_lr"] * c["data.batch_size"] / c["optimizer.lr_base_batch"]
+        if abs(c[twin_config.LR] - lr) > 1e-12:
+            fail(f"sima-train's lr is {lr} after the change, the twin's {c[twin_config.LR]}")
+        try:
+            twin_config.load_config(CONFIG, SETS + ["model.norm_eps=1e-5"], d)  # the old default, now off it
+        except twin_config.ConfigError as e:
+            if not str(e).startswith("model.norm_eps: 1e-05 is not implemented"):
+                fail(f"unclear refusal: {e}")
+        else:
+            fail("model.norm_eps off sima.cpp's (changed) default was accepted")
+    print(f"test_twin_defaults.py: with sima-train's defaults changed ({', '.join(CHANGED)}), the twin follows")
 
 
 def main():
     bin_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "bin")
-    defaults, read, no_effect = twin_tables()
-    cpp = resolved(bin_dir)
-    wrong = [f"{k}: torch_twin.py says {json.dumps(v)}, sima-train --check {json.dumps(cpp[k])}"
-             for k, v in defaults.items() if k in cpp and not same(v, cpp[k])]
-    absent = [k for k in defaults if k not in cpp]
-    unknown = sorted(k for k in cpp if k not in defaults and k not in read and k not in no_effect
-                     and k.split(".")[0] not in ("dino", "distill"))
-    for k in unknown:
-        print(f"note: {k} ({json.dumps(cpp[k])}) is a key of sima.cpp the twin does not know")
-    if wrong or absent:
-        for line in wrong:
-            print("error: default differs: " + line)
-        for k in absent:
-            print(f"error: {k}: torch_twin.py declares it, sima-train --check has no such key")
-        sys.exit(1)
-    print(f"test_twin_defaults.py: {len(defaults)} defaults of results/torch_twin.py are sima-train's")
+    try:
+        check_resolved(bin_dir)
+        check_follows(bin_dir)
+    except twin_config.ConfigError as e:
+        fail(f"the twin refused the config: {e}")
 
 
 if __name__ == "__main__":

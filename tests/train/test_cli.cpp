@@ -392,6 +392,17 @@ TEST_CASE("sima-train: --help, bad flags and configs are one line and a non-zero
   nlohmann::json resolved = nlohmann::json::parse(check.out);
   CHECK(resolved["model"]["depth"] == 2);
   CHECK(resolved["optimizer"]["type"] == "adamw");
+  // --derived: the same config, and the peak lr the run computes (base_lr · batch / lr_base_batch, or lr)
+  Run derived = run_app("sima-train --config " + cfg + " --set model.depth=2 --check --derived");
+  CHECK(derived.status == 0);
+  nlohmann::json both = nlohmann::json::parse(derived.out);
+  CHECK(both["config"] == resolved);
+  CHECK(both["derived"]["lr"].get<double>() == doctest::Approx(5e-4 * 32 / 512));
+  both = nlohmann::json::parse(run_app("sima-train --config " + cfg + " --set optimizer.lr=0.002 --check --derived").out);
+  CHECK(both["derived"]["lr"].get<double>() == 0.002);
+  Run alone = run_app("sima-train --config " + cfg + " --derived");
+  CHECK(alone.status == 1);
+  CHECK(alone.err == "sima-train: error: --derived goes with --check\n");
 
   // 5 of the 8 steps, then --resume from the run folder alone, then nothing left to do.
   const std::string out = dir.str() + "/run";

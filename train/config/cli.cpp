@@ -17,6 +17,36 @@ namespace {
 
 bool starts_with_dashes(const std::string& s) { return s.size() >= 2 && s[0] == '-' && s[1] == '-'; }
 
+// The value of a flag that takes one: "--name=v" (eq at the '='), else the next argument (i moves
+// past it); appended to vals, the values seen so far. Returns the error, or "".
+std::string take_value(const std::string& name, const std::string& metavar, const std::string& arg, size_t eq,
+                       int argc, const char* const* argv, int& i, std::vector<std::string>& vals) {
+  std::string v;
+  if (eq != std::string::npos) {
+    v = arg.substr(eq + 1);
+  } else {
+    if (i + 1 >= argc || starts_with_dashes(argv[i + 1])) return "--" + name + " needs a value " + metavar;
+    v = argv[++i];
+  }
+  // An empty value ("--out ''") would fall back to the default unseen; a second one would
+  // silently replace the first: both are refused.
+  if (v.empty()) return "--" + name + " is empty; give a " + metavar;
+  if (!vals.empty()) return "--" + name + " is given twice ('" + vals.back() + "' and '" + v + "'); give it once";
+  vals.push_back(v);
+  return "";
+}
+
+// The values of a repeated flag: "--name=v" and every argument after it up to the next flag
+// (i moves past them), appended to vals. Returns the error, or "".
+std::string take_values(const std::string& name, const std::string& metavar, const std::string& arg, size_t eq,
+                        int argc, const char* const* argv, int& i, std::vector<std::string>& vals) {
+  const size_t before = vals.size();
+  if (eq != std::string::npos) vals.push_back(arg.substr(eq + 1));
+  while (i + 1 < argc && !starts_with_dashes(argv[i + 1])) vals.push_back(argv[++i]);
+  if (vals.size() == before) return "--" + name + " needs at least one value " + metavar;
+  return "";
+}
+
 }  // namespace
 
 Cli::Cli(std::string program, std::string description)
@@ -75,36 +105,16 @@ bool Cli::parse(int argc, const char* const* argv) {
     const Spec* spec = find(name);
     if (spec == nullptr) return error("unknown flag --" + name);
     std::vector<std::string>& vals = values_[name];
-    switch (spec->kind) {
-      case Spec::Switch:
-        if (eq != std::string::npos) return error("--" + name + " is a switch and takes no value");
-        vals.push_back("");
-        break;
-      case Spec::Value: {
-        std::string v;
-        if (eq != std::string::npos) {
-          v = arg.substr(eq + 1);
-        } else {
-          if (i + 1 >= argc || starts_with_dashes(argv[i + 1]))
-            return error("--" + name + " needs a value " + spec->metavar);
-          v = argv[++i];
-        }
-        // An empty value ("--out ''") would fall back to the default unseen; a second one would
-        // silently replace the first: both are refused.
-        if (v.empty()) return error("--" + name + " is empty; give a " + spec->metavar);
-        if (!vals.empty())
-          return error("--" + name + " is given twice ('" + vals.back() + "' and '" + v + "'); give it once");
-        vals.push_back(v);
-        break;
-      }
-      case Spec::Repeated: {
-        const size_t before = vals.size();
-        if (eq != std::string::npos) vals.push_back(arg.substr(eq + 1));
-        while (i + 1 < argc && !starts_with_dashes(argv[i + 1])) vals.push_back(argv[++i]);
-        if (vals.size() == before) return error("--" + name + " needs at least one value " + spec->metavar);
-        break;
-      }
+    std::string err;
+    if (spec->kind == Spec::Switch) {
+      if (eq != std::string::npos) err = "--" + name + " is a switch and takes no value";
+      else vals.push_back("");
+    } else if (spec->kind == Spec::Value) {
+      err = take_value(name, spec->metavar, arg, eq, argc, argv, i, vals);
+    } else {
+      err = take_values(name, spec->metavar, arg, eq, argc, argv, i, vals);
     }
+    if (!err.empty()) return error(err);
   }
   for (const Spec& s : specs_)
     if (s.required && !values_.count(s.name)) return error("--" + s.name + " " + s.metavar + " is required");

@@ -33,6 +33,22 @@ std::shared_ptr<const Dataset> subset_then_transform(std::shared_ptr<const Datas
   return ds;
 }
 
+// The (train, test) splits of a feature evaluation, subset and transformed. With --validation,
+// both come from the training split (the rest, and the held-out images) and r.eval_split says so.
+std::pair<std::shared_ptr<const Dataset>, std::shared_ptr<const Dataset>> eval_splits(
+    const DataSpec& spec, const Transform& transform, const FeatureEvalOptions& options, FeatureEvalResult& r) {
+  if (options.validation <= 0)
+    return {subset_then_transform(open_dataset(spec, true), options.train_limit, options.seed, transform, "--train-limit"),
+            subset_then_transform(open_dataset(spec, false), options.limit, options.seed, transform, "--limit")};
+  std::shared_ptr<const Dataset> all = open_dataset(spec, true);
+  check(options.validation < all->size(), "--validation: ", options.validation, " must be below the ", all->size(),
+        " training images (0 = evaluate the test split)");
+  HoldoutSplit h = holdout_split(all, options.validation, options.validation_seed);
+  r.eval_split = "validation";
+  return {subset_then_transform(h.train, options.train_limit, options.seed, transform, "--train-limit"),
+          subset_then_transform(h.validation, options.limit, options.seed, transform, "--limit")};
+}
+
 }  // namespace
 
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag) {
@@ -64,20 +80,7 @@ FeatureEvalResult run_feature_eval(Model* model, const Transform& transform, con
 
   // Features of both splits, once.
   const Clock::time_point t0 = Clock::now();
-  std::shared_ptr<const Dataset> train, test;
-  if (options.validation > 0) {  // both from the training split: the rest, and the held-out images
-    std::shared_ptr<const Dataset> all = open_dataset(spec, true);
-    check(options.validation < all->size(), "--validation: ", options.validation, " must be below the ", all->size(),
-          " training images (0 = evaluate the test split)");
-    HoldoutSplit h = holdout_split(all, options.validation, options.validation_seed);
-    train = subset_then_transform(h.train, options.train_limit, options.seed, transform, "--train-limit");
-    test = subset_then_transform(h.validation, options.limit, options.seed, transform, "--limit");
-    r.eval_split = "validation";
-  } else {
-    train = subset_then_transform(open_dataset(spec, true), options.train_limit, options.seed, transform,
-                                  "--train-limit");
-    test = subset_then_transform(open_dataset(spec, false), options.limit, options.seed, transform, "--limit");
-  }
+  const auto [train, test] = eval_splits(spec, transform, options, r);
   if (options.knn)  // before the (slow) features: every k needs that many train images
     for (int64_t k : options.knn_options.ks)
       check(k <= train->size(), "--k: k = ", k, " is larger than the ", train->size(), " train images",
