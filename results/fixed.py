@@ -23,8 +23,10 @@ import json
 import os
 
 import parked
+import precision_rows
 import sweep
-from runner import BIN, INTERRUPTED, ROOT, epoch_records, run_logged, run_sitting, spent_totals, user_command
+from runner import (BIN, INTERRUPTED, ROOT, diverged, epoch_records, run_logged, run_sitting, scaler_state, spent_totals,
+                    user_command)
 
 EPOCHS = 50  # half the supervised budget cap (sweep.BUDGET_CAP)
 PREFIX = "e%d_" % EPOCHS
@@ -74,7 +76,8 @@ def prefix_of(epochs):
 
 
 def epochs_of(row):
-    """e100_deit_sima -> 100; a row of no budget -> None."""
+    """e100_deit_sima (or its precision row fp16_e100_deit_sima) -> 100; a row of no budget -> None."""
+    row = precision_rows.fp32_row(row)
     for e in BUDGETS:
         if row.startswith(prefix_of(e)):
             return e
@@ -82,7 +85,8 @@ def epochs_of(row):
 
 
 def base_row(row):
-    """e50_deit_sima or e100_deit_sima -> deit_sima (its config's name)."""
+    """e50_deit_sima, e100_deit_sima or fp16_e50_deit_sima -> deit_sima (its config's name)."""
+    row = precision_rows.fp32_row(row)
     e = epochs_of(row)
     return row[len(prefix_of(e)):] if e else row
 
@@ -99,31 +103,49 @@ def run(row, seed, env, out, records, smoke):
     base, budget = base_row(row), epochs_of(row)
     epochs = 1 if smoke else budget
     resume = parked.start_or_resume(records, out, epochs)
-    argv = sweep.argv_for(BIN, ROOT, base, budget, out, resume, smoke, seed=seed)
+    extra = precision_rows.sets(row) + list(smoke)  # a precision row: --set train.precision=<p>
+    argv = sweep.argv_for(BIN, ROOT, base, budget, out, resume, extra, seed=seed)
     threads = int(env.get("OMP_NUM_THREADS", "1"))
     code, last, spent = run_sitting(argv, env, out, resume)
     if code == INTERRUPTED:
         return None
-    rec = {"command": user_command(sweep.argv_for(BIN, ROOT, base, budget, out, False, smoke, seed=seed), threads),
+    rec = {"command": user_command(sweep.argv_for(BIN, ROOT, base, budget, out, False, extra, seed=seed), threads),
+           "precision": precision_rows.precision_of(row, os.path.join(ROOT, "configs", "paper", base + ".json")),
            "split": "validation", "validation": sweep.VALIDATION, "validation_seed": sweep.VALIDATION_SEED,
            "epochs_from": "fixed budget (%d epochs%s)" % (
                budget, ", DeiT's converged count: its sweep's budget cap" if budget == CONVERGED_EPOCHS else ""), "resumed": resume, **spent_totals(spent),
            "exit_code": code, "epochs": sweep.epoch_rows(epoch_records(out)),
            "model": sweep.model_of(ROOT, base)}
+    if scaler_state(out):  # float16: the loss scale and the overflowed steps skipped, at the last logged step
+        rec["loss_scaler"] = scaler_state(out)
     if code != 0:
         rec["error"] = last
-        rec["diverged"] = "not finite" in last or "non-finite" in last
+        rec["diverged"] = diverged(last)
         return rec
+    return evaluate_test(rec, out, env, threads, smoke)
+
+
+def evaluate_test(rec, out, env, threads, smoke, keep_top1=False):
+    """sima-eval on the test split of the run's final weights (out/model.safetensors): rec["eval"], each
+    image's correctness (correct_hex) and the record's top1; with keep_top1 (a claim-1 run, whose top1 is
+    its trainer's last evaluation) sima-eval's top-1 goes to rec["eval"]["top1"] and a failed evaluation
+    leaves the run's outcome alone."""
     eargv = test_eval_argv(os.path.join(out, "model.safetensors"), smoke)
     ecode, ewall, ecpu, elast = run_logged(eargv, env, out + ".test.json")
     rec["eval"] = {"command": user_command(eargv, threads), "wall_s": round(ewall, 1), "cpu_s": round(ecpu, 1),
                    "exit_code": ecode}
     if ecode != 0:
-        rec["exit_code"], rec["error"] = ecode, "test evaluation failed: " + elast
+        if keep_top1:
+            rec["eval"]["error"] = elast
+        else:
+            rec["exit_code"], rec["error"] = ecode, "test evaluation failed: " + elast
         return rec
     with open(out + ".test.json") as f:
         res = json.loads(f.read().strip().splitlines()[-1])
-    rec["top1"] = res["top1"]
+    if keep_top1:
+        rec["eval"]["top1"] = res["top1"]
+    else:
+        rec["top1"] = res["top1"]
     rec["eval"]["top5"], rec["eval"]["count"] = res.get("top5"), res.get("count")
     if "correct_hex" in res:  # image i right: bit i (results/stats.py, bits_from_hex)
         rec["correct_hex"] = res["correct_hex"]

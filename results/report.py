@@ -8,12 +8,14 @@ import statistics
 import report_budget
 import report_claims
 import report_dino
+import report_precision
 import report_protocol
 import report_speed
 import stats
 import fixed
 import frozen_eval
 import practitioner
+import precision_rows
 import tta
 
 # Claim 5's rows: every attention of the comparison (docs/attention.md names each one's source).
@@ -84,16 +86,25 @@ class Table:
 def commands(t, out):
     out.append("## Every run\n")
     out.append("Each line is one record in `results/runs/<row>/s<seed>.json`: the command (run from the"
-               " repository root), its wall time and outcome, and the commit and load average it ran at.\n")
-    out.append("| row | seed | outcome | wall | CPU | commit | load | command |")
-    out.append("|---|---|---|---|---|---|---|---|")
+               " repository root), the training precision (the record's own, else its command's"
+               " `--set train.precision`, else the configs' fp32), its wall time and outcome, and the commit and"
+               " load average it ran at.\n")
+    out.append("| row | seed | precision | outcome | wall | CPU | commit | load | command |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
     for row in t.rows:
         for r in t.records[row]:
             outcome = ("%.2f" % r["top1"]) if "top1" in r else (r.get("error") or "done")
-            out.append("| %s | %d | %s | %s | %s | %s | %.1f | `%s` |" % (
-                row, r["seed"], outcome.replace("|", "/"), fmt_time(r["wall_s"]), fmt_time(r.get("cpu_s", 0)), r["commit"],
+            out.append("| %s | %d | %s | %s | %s | %s | %s | %.1f | `%s` |" % (
+                row, r["seed"], run_precision(t, row, r), outcome.replace("|", "/"), fmt_time(r["wall_s"]),
+                fmt_time(r.get("cpu_s", 0)), r["commit"],
                 r.get("load_before", 0), r["command"]))
     out.append("")
+
+
+def run_precision(t, row, rec):
+    """The training precision of a run's record (precision_rows.record_precision); "—" for the speed
+    rows, which train nothing."""
+    return precision_rows.record_precision(rec) if t.rows[row][2] != "bench" else "—"
 
 
 def seed0(t, row):
@@ -303,6 +314,7 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
     report_protocol.widths_section(runs, out)
 
     report_claims.claim1_section(t, out)
+    report_precision.bf16_section(t, out)
     report_claims.claims_2_to_5_section(t, out, runs, report_protocol.sweep_gain(runs, "deit_sima", 100), root)
     tta_section(t, out)
     practitioner.section(t, root, os.path.join(os.path.dirname(path), "results", practitioner.PNG),

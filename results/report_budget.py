@@ -85,7 +85,8 @@ def budget_section(t, out, runs):
     if counted:
         out.append("Projected CPU of the training, DINO and time-to-accuracy rows (%d rows, every seed; the sweeps' CPU"
                    " per epoch times each row's planned epochs: its sweep's choice or the budget cap for claim 1 and"
-                   " DINO, the fixed budget for claims 2 to 5; see the protocol): %.1f CPU-hours. Not projected: %s.\n"
+                   " DINO, the fixed budget for claims 2 to 5; a bf16 or fp16 row at its float32 row's CPU per epoch, its"
+                   " precision's own cost not measured here; see the protocol): %.1f CPU-hours. Not projected: %s.\n"
                    % (len(counted), pcpu / 3600, ", ".join(left)))
     out.append("%d runs of the tables recorded: %.1f hours of wall time and %.1f CPU-hours in all (training runs went"
                " one or two at a time, one thread each, and each record keeps the load average when it started; the"

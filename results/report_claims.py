@@ -9,6 +9,7 @@ import statistics
 
 import disclosure
 import fixed
+import report_precision
 import stats
 import verdicts
 
@@ -321,4 +322,5 @@ def claims_2_to_5_section(t, out, runs_dir, sweep_gain, root=disclosure.ROOT):
     claim2_section(t, out, runs_dir)
     claim3_section(t, out, runs_dir)
     claim4_section(t, out)
+    report_precision.fp16_section(t, out)  # claim 4's rows again at float16
     claim5_section(t, out, root)

@@ -280,7 +280,8 @@ def projected_cpu(runs, rows):
     scaled up from the sweep's 50 000; a fixed-budget row (results/fixed.py) trains fixed.EPOCHS on the
     sweep's own 50 000 (fixed.epochs_of: 50, or 100 for an e100_ row), and a time-to-accuracy timing row tta.TIMING_EPOCHS there in each of its rounds
     (its "seeds") at two threads (which costs some CPU more than one thread: not counted). A row other than the sweep's own is scaled by
-    its pre-protocol CPU relative to the sweep row's. DINO counts its pretraining only (not its k-NN and
+    its pre-protocol CPU relative to the sweep row's; a precision row (results/precision_rows.py) counts as
+    the float32 row it repeats (fixed.base_row and fixed.epochs_of see through its prefix). DINO counts its pretraining only (not its k-NN and
     probe). Rows of another kind (the PyTorch twin, speed) are left out."""
     total, counted, left = 0.0, [], []
     for row, (_, _, kind, seeds) in rows.items():

@@ -20,6 +20,7 @@ the epoch count its architecture's sweep chose or its budget cap, sweep.BUDGET_C
 evaluated once after the last epoch. The rows of claims 2 to 5, e50_<row> (results/fixed.py), train
 a fixed budget of 50 epochs on the validation split, evaluated every epoch, then the test set once
 (with each image's correctness); claims 2 and 3 again at DeiT's converged count, rows e100_<row>.
+A row <p>_<row> (results/precision_rows.py) trains row <row>'s recipe with --set train.precision=<p>.
 `run` also evaluates DINO rows with sima-eval (k-NN and linear probe), runs the speed rows with
 sima-bench and the time-to-accuracy timing rows (results/tta.py: each DeiT attention at two threads,
 alone), and writes one JSON record per run to results/runs/<row>/s<seed>.json (command, wall and CPU
@@ -52,9 +53,10 @@ import sweep  # noqa: E402  (results/sweep.py: the protocol's epoch sweeps)
 import tta  # noqa: E402  (results/tta.py: time to accuracy per DeiT attention)
 import fixed  # noqa: E402  (results/fixed.py: claims 2-5 at one fixed budget)
 import parked  # noqa: E402  (results/parked.py: cut-off runs carried between sittings)
+import precision_rows  # noqa: E402  (results/precision_rows.py: rows at bf16 / fp16)
 import frozen_eval  # noqa: E402  (results/frozen_eval.py: DINO's frozen features and their baselines)
 import runner  # noqa: E402
-from runner import (ROOT, BIN, INTERRUPTED, binary_version, claimed, cpu_info, epoch_records, git_commit,  # noqa: E402,F401
+from runner import (ROOT, BIN, INTERRUPTED, binary_version, claimed, cpu_info, diverged, epoch_records, git_commit,  # noqa: E402,F401
                     other_trainers, run_logged, run_sitting, shell_line, spent_totals, user_command, write_json)
 RUNS = os.path.join(ROOT, "results", "runs")
 PNGS = os.path.join(ROOT, "docs", "results")
@@ -75,7 +77,9 @@ ROWS = [
     ("deit_softmax", [1], "train", 3),
     ("deit_sima", [1], "train", 3),
     ("torch_twin_cvt_sima", [1], "torch", 3),  # cvt_sima trained by PyTorch (results/torch_twin.py)
-] + [(r, claims, "fixed", seeds) for r, claims, seeds in fixed.all_rows()] + [  # claims 2-5: fixed budgets
+] + [(r, claims, "fixed", seeds) for r, claims, seeds in fixed.all_rows()  # claims 2-5: fixed budgets
+] + [(r, claims, "fixed" if fixed.epochs_of(r) else "train", seeds)  # a row's recipe at bf16 / fp16
+     for r, _, claims, seeds in precision_rows.all_rows()] + [
     ("dino_xcit_xca", [6], "dino", 1),
     ("dino_xcit_sima", [6], "dino", 1),
     ("bench_table3", [7], "bench", 1),  # Table 3, D read as the token width (the paper's section 2.1)
@@ -97,6 +101,10 @@ HEATMAP_ROWS = ["deit_sima", "deit_softmax", fixed.PREFIX + "deit_sima_relu_mlp"
                 "cvt_softmax", "dino_xcit_sima", "dino_xcit_xca"]
 HEATMAP_IMAGES = os.path.join(ROOT, "docs", "images")
 FOREGROUND = 0.1  # grey level above which a pixel is the object (Fashion-MNIST's background is 0)
+PRECISION_HELP = ("precision rows: <p>_<row> trains <row>'s recipe, seeds and evaluation with\n"
+                  "--set train.precision=<p> (results/precision_rows.py):\n  %s\none end to end, e.g.:\n"
+                  "  python3 results/reproduce.py run --rows fp16_e50_xcit_sima_nonorm --jobs 1 --threads 1"
+                  % "\n  ".join("%s (%d seeds)" % (r[0], r[3]) for r in precision_rows.all_rows()))
 
 
 def config_path(row):
@@ -230,20 +238,26 @@ def run_one(row, seed, threads):
     plan = final_plan(row, config)
     prog = [TORCH_PYTHON, os.path.join(ROOT, "results", "torch_twin.py"), "--threads", str(threads)] if twin else \
         [os.path.join(BIN, "sima-train")]
-    argv = prog + ["--config", config, "--set", "train.seed=%d" % seed] + plan["sets"] + ["--out", out, "--quiet"] + SMOKE
+    argv = prog + ["--config", config, "--set", "train.seed=%d" % seed] + plan["sets"] + precision_rows.sets(row) + \
+        ["--out", out, "--quiet"] + SMOKE
     resume = parked.start_or_resume(RUNS, out, plan["epochs"])
     code, last, spent = run_sitting(argv + (["--resume"] if resume else []), env, out, resume)
     if code == INTERRUPTED:
         return None
     epochs = epoch_records(out)
     rec.update(command=user_command(argv, threads), **spent_totals(spent), exit_code=code,
+               precision=precision_rows.precision_of(row, config),
                epochs_from=plan["from"], resumed=resume, epochs=[{k: e[k] for k in e if k in ("epoch", "test_top1", "test_top5", "test_loss", "train_loss",
-                                                       "teacher_entropy", "kl", "loss")} for e in epochs])
+                                                       "teacher_entropy", "kl", "loss") + precision_rows.SCALER_KEYS} for e in epochs])
+    if runner.scaler_state(out):  # float16: the loss scale and skipped steps at the last logged step
+        rec["loss_scaler"] = runner.scaler_state(out)
     if code != 0:
         rec["error"] = last
-        rec["diverged"] = "not finite" in last or "non-finite" in last
+        rec["diverged"] = diverged(last)
     elif kind in ("train", "torch"):
         rec["top1"] = epochs[-1]["test_top1"]
+        if precision_rows.split(row)[0]:  # each test image's correctness too, for a paired interval
+            fixed.evaluate_test(rec, out, env, threads, SMOKE, keep_top1=True)
     keep_curves(row, seed, out)
     if kind == "dino" and code == 0:  # the teacher's frozen features on the test set, and their baselines
         ckpt = os.path.join(out, "model.safetensors")
@@ -256,8 +270,9 @@ def run_one(row, seed, threads):
 def cmd_list(args):
     for row, claims, kind, seeds in ROWS:
         done = [s for s in range(seeds) if load_record(row, s) is not None]
-        print("%-26s claims %-8s %-5s seeds %d, recorded %s" % (row, ",".join(map(str, claims)), kind, seeds,
-                                                                 done or "none"))
+        print("%-26s claims %-8s %-5s seeds %d, recorded %s%s" % (
+            row, ",".join(map(str, claims)), kind, seeds, done or "none",
+            ", train.precision %s" % precision_rows.split(row)[0] if precision_rows.split(row)[0] else ""))
 
 
 def use_smoke_dir(d):
@@ -377,7 +392,7 @@ def run_sweep_point(row, epochs, threads):
            **spent_totals(spent), "exit_code": code, "epochs": epochs_done, "model": sweep.model_of(ROOT, row)}
     if code != 0:
         rec["error"] = last
-        rec["diverged"] = "not finite" in last or "non-finite" in last
+        rec["diverged"] = diverged(last)
     elif sweep.judged_by_knn(row):
         judge_by_knn(rec, out, env, threads)
     return rec
@@ -520,8 +535,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list")
-    pr = sub.add_parser("run")
-    pr.add_argument("--rows", default="", help="comma-separated rows (default: all)")
+    pr = sub.add_parser("run", epilog=PRECISION_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pr.add_argument("--rows", default="", help="comma-separated rows (default: all; `list` names them)")
     pr.add_argument("--seeds", default="", help="comma-separated seeds (default: each row's all; two launchers can split a row)")
     pr.add_argument("--by-seed", action="store_true",
                     help="every row's seed 0 first, then every row's seed 1, ... (default: a row's seeds together)")

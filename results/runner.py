@@ -115,6 +115,12 @@ def run_logged(argv, env, log_path, trainer=False):
     return p.returncode, wall, usage.ru_utime + usage.ru_stime, (lines[-1] if lines else "")
 
 
+def diverged(last):
+    """Whether a trainer's last output line is its stop for a non-finite value: a loss or gradient
+    "not finite", or an update that "left a NaN or inf" (train/loop/loop_common.cpp)."""
+    return any(w in last for w in ("not finite", "non-finite", "NaN or inf"))
+
+
 def epoch_records(out_dir):
     recs = []
     path = os.path.join(out_dir, "metrics.jsonl")
@@ -125,6 +131,21 @@ def epoch_records(out_dir):
                 if r.get("kind") == "epoch":
                     recs.append(r)
     return recs
+
+
+def scaler_state(out_dir):
+    """A float16 run's loss scaler as its metrics log last saw it, {"step", "loss_scale",
+    "overflow_skipped_steps"} (step and epoch records carry the two, train/loop/loop.cpp), or None for
+    a run without a scaler. A run stopped mid-epoch is seen up to its last logged step."""
+    last = None
+    path = os.path.join(out_dir, "metrics.jsonl")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                if "loss_scale" in r:
+                    last = {k: r.get(k) for k in ("step", "loss_scale", "overflow_skipped_steps")}
+    return last
 
 
 @contextlib.contextmanager

@@ -14,6 +14,8 @@ runs/paper/sweep_<row>_e<E> and is resumed from its train_state by the next `swe
 import json
 import os
 
+import precision_rows
+
 VALIDATION = 10000       # images held out of the 60 000 training images
 VALIDATION_SEED = 0      # the split, the same for every run (data.validation_seed)
 CONVERGED = 0.3          # points of validation top-1: doubling the epochs adds less -> converged
@@ -43,7 +45,9 @@ def judged_by_knn(row):
 
 def arch_of(row):
     """The architecture a paper row belongs to (its config's prefix): deit_, xcit_, cvt_, dino_; a
-    PyTorch twin row (torch_twin_<row>) that of the row it twins."""
+    PyTorch twin row (torch_twin_<row>) or a precision row (bf16_<row>, results/precision_rows.py) that
+    of the row it repeats."""
+    row = precision_rows.fp32_row(row)
     return row[len("torch_twin_"):].split("_")[0] if row.startswith("torch_twin_") else row.split("_")[0]
 
 
@@ -146,8 +150,10 @@ def argv_for(bin_dir, root, row, epochs, out, resume, extra=(), seed=SWEEP_SEED)
 
 
 def epoch_rows(recs):
-    """The per-epoch fields a sweep record keeps (validation only: the test set is never read)."""
-    keep = ("epoch", "val_top1", "val_top5", "val_loss", "train_loss", "epoch_seconds", "epoch_cpu_seconds")
+    """The per-epoch fields a sweep record keeps (validation only: the test set is never read), and a
+    float16 run's loss scale and skipped steps (precision_rows.SCALER_KEYS)."""
+    keep = ("epoch", "val_top1", "val_top5", "val_loss", "train_loss", "epoch_seconds",
+            "epoch_cpu_seconds") + precision_rows.SCALER_KEYS
     return [{k: e[k] for k in keep if k in e} for e in recs]
 
 
