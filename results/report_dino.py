@@ -40,6 +40,31 @@ def changes(rec):
     return ", ".join("`%s`=%s" % (k.replace("dino.", ""), json.dumps(v)) for k, v in s.items()) or "none (the paper rows' recipe)"
 
 
+def uniform_note(r):
+    """A sentence when a finished point's last epoch ended at the uniform output (loss ln OUT_DIM), else ""."""
+    losses = [e.get("train_loss") for e in r.get("epochs") or [] if e.get("train_loss") is not None]
+    uniform = math.log(OUT_DIM)
+    if r.get("exit_code") != 0 or not losses or losses[-1] <= uniform - 0.01:
+        return ""
+    if min(losses) < uniform - 0.01:
+        first = losses.index(min(losses)) + 1
+        return ("%s: its loss fell to %.3f in epoch %d, then rose back to %.3f = ln %d, the uniform output: the"
+                " teacher collapsed to a uniform distribution (its features are about the untrained network's)."
+                % (r["point"], min(losses), first, losses[-1], OUT_DIM))
+    return ("%s: its last epoch's loss %.3f is ln %d = %.3f, the uniform output: the teacher had not started to"
+            " learn (its features are about the untrained network's)." % (r["point"], losses[-1], OUT_DIM, uniform))
+
+
+def same_budget(points, finished):
+    """The `points` at the epochs × images most `finished` points ran (ties: the larger), so a choice compares
+    like with like."""
+    keys = [(r.get("epochs_planned") or 0, r.get("train_subset") or 0) for r in finished]
+    if not keys:
+        return []
+    key = max(set(keys), key=lambda k: (keys.count(k), k))
+    return [r for r in points if (r.get("epochs_planned") or 0, r.get("train_subset") or 0) == key]
+
+
 def best(points):
     """(record, blocks key, 20-NN) of the best finished point and feature choice, or None."""
     scored = [(frozen_eval.scores(r["evals"][b])[0], r, b) for r in points if r.get("exit_code") == 0
@@ -79,16 +104,18 @@ def dino_recipe_section(runs, out):
             out.append("| raw pixels | standardised | — | — | %.2f / %.2f | — |" % pix)
     out.append("")
     for r in points:
-        loss = (r.get("epochs") or [{}])[-1].get("train_loss")
-        if r.get("exit_code") == 0 and loss is not None and loss > math.log(OUT_DIM) - 0.01:
-            out.append("%s: its last epoch's loss %.3f is ln %d = %.3f, the uniform output: the teacher had not"
-                       " started to learn (its features are about the untrained network's).\n"
-                       % (r["point"], loss, OUT_DIM, math.log(OUT_DIM)))
+        note = uniform_note(r)
+        if note:
+            out.append(note + "\n")
     finished = [r for r in points if r.get("exit_code") == 0 and r.get("evals")]
+    learned = [r for r in finished if not uniform_note(r)]
     if len(finished) == 1:
         out.append("One point has finished, so nothing is compared yet: the `_v2` configs' recipe is DINO's scaled to"
                    " the image, not yet chosen here.\n")
-    b = best(points) if len(finished) > 1 else None
+    elif finished and not learned:
+        out.append("No finished point has learned (each ended at the uniform output), so none is chosen yet.\n")
+    learned = same_budget(learned, finished)
+    b = best(learned) if learned and len(finished) > 1 else None
     if b:
         r, blocks, knn = b
         out.append("Best point on the validation split: **%s** (%s features), 20-NN %.2f.%s\n" % (

@@ -74,6 +74,26 @@ with tempfile.TemporaryDirectory() as d:
     check("Best point on the validation split: **temp** (last-token features), 20-NN 84.50." in text, text)
     check("base: its last epoch's loss 8.318 is ln 4096 = 8.318, the uniform output" in text, text)
     check("temp: its last epoch" not in text, text)
+    # A point that learned, then fell back to the uniform output, is a collapse and no candidate;
+    # a point of another budget (5 x 50000) is not compared with the 5 x 20000 ones.
+    write_json(os.path.join(recs, "hot_e5_n20000.json"),
+               {"point": "hot", "settings": {"dino.teacher_temp": 0.1}, "epochs_planned": 5, "train_subset": 20000,
+                "exit_code": 0, "cpu_s": 600.0, "evals": {"blocks1": evaluation(90.0, 90.0)},
+                "epochs": [{"epoch": 1, "train_loss": 7.5}, {"epoch": 2, "train_loss": 8.318}]})
+    write_json(os.path.join(recs, "big_e5_n50000.json"),
+               {"point": "big", "settings": {}, "epochs_planned": 5, "train_subset": 50000, "exit_code": 0,
+                "cpu_s": 900.0, "evals": {"blocks1": evaluation(95.0, 95.0)}})
+    out = []
+    report_dino.dino_recipe_section(d, out)
+    text = "\n".join(out)
+    check("hot: its loss fell to 7.500 in epoch 1, then rose back to 8.318 = ln 4096, the uniform output" in text,
+          text)
+    check("Best point on the validation split: **temp** (last-token features), 20-NN 84.50." in text, text)
+    os.remove(os.path.join(recs, "temp_e5_n20000.json"))
+    out = []
+    report_dino.dino_recipe_section(d, out)
+    text = "\n".join(out)
+    check("Best point" not in text, "big is of another budget than the sweep's, the rest did not learn: " + text)
 
 if fails:
     print("\n".join("FAIL: " + f for f in fails))
