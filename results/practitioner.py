@@ -21,6 +21,7 @@ import statistics
 
 import disclosure
 import fixed
+import latency
 import png_plot
 import report_claims
 import tta
@@ -56,8 +57,26 @@ def latency_block(records):
     return [b for b in bench if b["tokens"] == n], rec
 
 
+def model_latency_points(records):
+    """({row: (median batch-1 ms, (least, most) over rounds)}, {row: why not}) from the whole-model
+    record (latency.ROW), or None when it is not recorded."""
+    rec = (records.get(latency.ROW) or [None])[0]
+    if not rec or rec.get("exit_code") or not rec.get("bench"):
+        return None
+    by_row = {b["row"]: b for b in rec["bench"]}
+    got, why = {}, {}
+    for row, _ in report_claims.CLAIM5:
+        b = by_row.get(row)
+        if b is None:
+            why[row] = "not in %s" % latency.ROW
+        else:
+            got[row] = (b["latency_b1_ms"], (min(b["round_ms"]), max(b["round_ms"])) if len(b["round_ms"]) > 1 else None)
+    return got, why
+
+
 def latency_points(records, root):
-    """({row: forward ms}, {row: why it is not in the panel}, the bench rows used)."""
+    """({row: forward ms}, {row: why it is not in the panel}, the bench rows used): one attention block's
+    forward, the stand-in when the whole-model record is missing."""
     at, rec = latency_block(records)
     got, why = {}, {}
     defaults = disclosure.option_defaults(root)
@@ -141,36 +160,56 @@ def draw(t, root, png_path):
     """Writes the PNG; returns what the page says about it."""
     tops = {row: top1_point(t, fixed.PREFIX + row) for row, _ in report_claims.CLAIM5}
     colors = {row: png_plot.PALETTE[i % len(png_plot.PALETTE)] for i, (row, _) in enumerate(report_claims.CLAIM5)}
-    lat, lat_why, at = latency_points(t.records, root)
+    whole = model_latency_points(t.records)
+    if whole:
+        (lat, lat_why), at = whole, []
+        left = ("top-1 against batch-1 latency of the whole DeiT (28 px)", "forward ms, batch 1, 2 threads")
+    else:
+        lat, lat_why, at = latency_points(t.records, root)
+        shape = ("N %d, C %d, %d heads" % (at[0]["tokens"], at[0]["dim"], at[0]["heads"])) if at else "no record"
+        left = ("top-1 against batch-1 latency of one attention block (%s)" % shape,
+                "forward ms, batch 1, %d threads" % (at[0].get("threads", 0) if at else 0))
     hours, hours_why, target = cpu_hours_points(t)
-    shape = ("N %d, C %d, %d heads" % (at[0]["tokens"], at[0]["dim"], at[0]["heads"])) if at else "no record"
-    panels = [(points(lat, tops, colors), "top-1 against batch-1 latency of one attention block (%s)" % shape,
-               "forward ms, batch 1, %d threads" % (at[0].get("threads", 0) if at else 0), "test top-1 (%)"),
+    panels = [(points(lat, tops, colors), left[0], left[1], "test top-1 (%)"),
               (points(hours, tops, colors), "top-1 against training CPU-hours to %g %% validation top-1" % target,
                "CPU-hours (2-thread timing runs)", "test top-1 (%)")]
     os.makedirs(os.path.dirname(png_path), exist_ok=True)
     png_plot.figure(png_path, TITLE, panels)
-    return {"tops": tops, "lat_why": lat_why, "hours_why": hours_why, "target": target, "at": at}
+    return {"tops": tops, "lat_why": lat_why, "hours_why": hours_why, "target": target, "at": at, "whole": bool(whole)}
 
 
-def section(t, root, png_path, link, out):
-    """The picture and the lines under it: its sources, and which rows each panel leaves out."""
-    d = draw(t, root, png_path)
+def stand_in_text(t, root, d):
+    """What the left panel shows without the whole-model record: one attention block's forward."""
     rec = (t.records.get(LATENCY_ROW) or [{}])[0]
-    out.append("### Which attention should I use on a CPU?\n")
-    out.append("![%s](%s)\n" % (TITLE, link))
     hist = ", ".join("%s with %s" % p for p in history_latencies(root)) or "no attention"
     used = ("the batch-1 forward time of one attention block at the Figure 1 shape with the fewest tokens (`%s`,"
             " `%s`, %s; %d round%s, so no bar)" % (LATENCY_ROW, rec.get("command", "?"), rec.get("date", "?"),
                                                    rec.get("rounds", 1), "s" * (rec.get("rounds", 1) != 1))
             if d["at"] else "the batch-1 attention blocks of `%s`, which is not recorded" % LATENCY_ROW)
+    return ("no record holds a batch-1 latency of this study's DeiT per attention (`results/bench_history/` has"
+            " whole-model batch-1 latencies of %s only; `reproduce.py run --rows %s` measures it), so the panel"
+            " uses what exists: %s" % (hist, latency.ROW, used))
+
+
+def whole_model_text(t):
+    """What the left panel shows from the whole-model record."""
+    m = (t.records.get(latency.ROW) or [{}])[0]
+    return ("the whole model's batch-1 forward time at 2 threads (`%s`: `%s`, %s; the median of %d rounds that"
+            " alternate the attentions, each sima-bench's median of %d passes; bar: the least and the most round)"
+            % (latency.ROW, m.get("command", "?"), m.get("date", "?"), m.get("rounds", 0), m.get("reps", 0)))
+
+
+def section(t, root, png_path, link, out):
+    """The picture and the lines under it: its sources, and which rows each panel leaves out."""
+    d = draw(t, root, png_path)
+    out.append("### Which attention should I use on a CPU?\n")
+    out.append("![%s](%s)\n" % (TITLE, link))
+    left = whole_model_text(t) if d["whole"] else stand_in_text(t, root, d)
     out.append("Each point is one attention of claim 5's DeiT: its test top-1, the mean over its seeds with a bar"
                " for the 95 %% interval of the seeds' spread and the test set's binomial noise (the claim tables'"
-               " unpaired form). **Left**: no record holds a batch-1 latency of this study's DeiT per attention"
-               " (`results/bench_history/` has whole-model batch-1 latencies of %s only), so the panel uses what"
-               " exists: %s. **Right**: CPU-hours to the first epoch at %g %% validation top-1, the"
-               " time-to-accuracy table's epochs times the median CPU seconds per epoch of its 2-thread timing"
-               " runs (bar: ± one standard deviation of the epochs over seeds).\n" % (hist, used, d["target"]))
+               " unpaired form). **Left**: %s. **Right**: CPU-hours to the first epoch at %g %% validation top-1,"
+               " the time-to-accuracy table's epochs times the median CPU seconds per epoch of its 2-thread timing"
+               " runs (bar: ± one standard deviation of the epochs over seeds).\n" % (left, d["target"]))
     if d["target"] != TARGET:
         out.append("No run reached %g %% validation top-1, so the right panel uses %g %%, the highest target of the"
                    " time-to-accuracy table that a run reached.\n" % (TARGET, d["target"]))

@@ -52,6 +52,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sweep  # noqa: E402  (results/sweep.py: the protocol's epoch sweeps)
 import tta  # noqa: E402  (results/tta.py: time to accuracy per DeiT attention)
 import fixed  # noqa: E402  (results/fixed.py: claims 2-5 at one fixed budget)
+import latency  # noqa: E402  (results/latency.py: batch-1 latency of claim 5's DeiT)
 import parked  # noqa: E402  (results/parked.py: cut-off runs carried between sittings)
 import precision_rows  # noqa: E402  (results/precision_rows.py: rows at bf16 / fp16)
 import frozen_eval  # noqa: E402  (results/frozen_eval.py: DINO's frozen features and their baselines)
@@ -86,6 +87,7 @@ ROWS = [
     ("bench_table3_head", [7], "bench", 1),  # the same, D read as the head width
     ("bench_fig1_tokens", [7], "bench", 1),
     ("bench_fig1_dim", [7], "bench", 1),
+    (latency.ROW, [5, 7], "bench", 1),  # batch-1 latency of claim 5's DeiT per attention (results/latency.py)
 ] + [(tta.PREFIX + r, ["tta"], "tta", tta.ROUNDS) for r in tta.ROWS]  # time to accuracy: 2-thread epoch times
 ROW = {r[0]: r for r in ROWS}
 # (timed runs per measurement, rounds) of the speed rows where sima-bench's default (7 runs, one
@@ -223,7 +225,7 @@ def run_one(row, seed, threads):
            "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
            "load_before": os.getloadavg()[0], "cpu": cpu_info()["model"]}
     if kind == "bench":
-        rec.update(run_bench(row, out, env))
+        rec.update(latency.run(BIN, ROOT, out, env) if row == latency.ROW else run_bench(row, out, env))
         return rec
     if kind == "tta":
         return dict(rec, **tta.run_timing(row, env, out, RUNS, SMOKE))

@@ -82,6 +82,27 @@ with tempfile.TemporaryDirectory() as d:
     check("No run reached 92 % validation top-1, so the right panel uses 90 %" in text, "the 90 % line")
     check("Not in the left panel: relu_attn (" in text and "soft (no finished run with a test top-1)" in text, text)
 
+# The whole-model record, when present, replaces the one-block stand-in: its median per row, the
+# least and most round as the bar, a row it lacks named.
+import latency  # noqa: E402
+check(latency.order(0) == latency.CONFIGS and latency.order(1) == tuple(reversed(latency.CONFIGS)),
+      "rounds alternate the attentions")
+records[latency.ROW] = [{"exit_code": 0, "command": "sima-bench model ...", "date": "d", "rounds": 3, "reps": 51,
+                         "bench": [{"row": "deit_sima", "variant": "sima", "latency_b1_ms": 0.4,
+                                    "round_ms": [0.5, 0.4, 0.38]}]}]
+got, why = pr.model_latency_points(records)
+check(got == {"deit_sima": (0.4, (0.38, 0.5))}, "whole-model latency: %r" % got)
+check(why.get("deit_softmax") == "not in " + latency.ROW, "a row the record lacks: %r" % why)
+with tempfile.TemporaryDirectory() as d:
+    out = []
+    pr.section(t, ROOT, os.path.join(d, pr.PNG), pr.PNG, out)
+    text = "\n".join(out)
+    check("**Left**: the whole model's batch-1 forward time at 2 threads" in text and "one attention block" not in text,
+          "left panel from the whole-model record: " + text)
+records[latency.ROW] = [{"exit_code": 1, "error": "boom"}]
+check(pr.model_latency_points(records) is None, "a failed latency record: the stand-in")
+del records[latency.ROW]
+
 if fails:
     print("test_practitioner.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
     sys.exit(1)
