@@ -65,6 +65,13 @@ def same_budget(points, finished):
     return [r for r in points if (r.get("epochs_planned") or 0, r.get("train_subset") or 0) == key]
 
 
+def spread(points):
+    """The range of the best 20-NN (either feature choice) over `points`."""
+    top = [max(v for v in (frozen_eval.scores(r["evals"].get(b))[0] for b in ("blocks1", "blocks2")) if v is not None)
+           for r in points]
+    return max(top) - min(top) if top else 0.0
+
+
 def best(points):
     """(record, blocks key, 20-NN) of the best finished point and feature choice, or None."""
     scored = [(frozen_eval.scores(r["evals"][b])[0], r, b) for r in points if r.get("exit_code") == 0
@@ -121,3 +128,9 @@ def dino_recipe_section(runs, out):
         out.append("Best point on the validation split: **%s** (%s features), 20-NN %.2f.%s\n" % (
             r["point"], {"blocks1": "last-token", "blocks2": "two-token"}[blocks], knn,
             " " + diag["note"] if diag and diag.get("note") else ""))
+        pix = frozen_eval.scores(((diag or {}).get("baselines") or {}).get("pixels"))[0]
+        if pix is not None and knn <= pix:
+            out.append("No point beats the raw pixels' 20-NN (%.2f) at %d epochs × %d images: every point's features"
+                       " are within %.2f points of each other, so at this length the sweep tells a collapse from a run"
+                       " that learns, not which recipe learns better features; longer points are needed to choose.\n"
+                       % (pix, r.get("epochs_planned", 0), r.get("train_subset", 0), spread(learned)))

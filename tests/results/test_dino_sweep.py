@@ -95,6 +95,10 @@ with tempfile.TemporaryDirectory() as d:
     text = "\n".join(out)
     check("Best point" not in text, "big is of another budget than the sweep's, the rest did not learn: " + text)
 
+pts = [{"evals": {"blocks1": evaluation(80.0, 1.0), "blocks2": evaluation(81.5, 1.0)}},
+       {"evals": {"blocks1": evaluation(79.0, 1.0)}}]
+check(abs(report_dino.spread(pts) - 2.5) < 1e-9, "spread of the best 20-NN: %r" % report_dino.spread(pts))
+
 if fails:
     print("\n".join("FAIL: " + f for f in fails))
     sys.exit(1)
