@@ -2,10 +2,11 @@
 (docs/results/practitioner.png, drawn by results/png_plot.py) with two panels, one point per DeiT
 attention of claim 5, its test top-1 against
 
-- its batch-1 CPU latency: the forward time of one attention block at batch 1 from the Figure 1
-  bench record (LATENCY_ROW, the shape with the fewest tokens). No record holds a batch-1 latency of
-  this study's DeiT per attention, and the page says so; a row counts only when the bench ran its
-  variant with the row's options (the bench builds every variant at its defaults);
+- its batch-1 CPU latency: the whole DeiT's, from the row latency.ROW (results/latency.py: sima-bench
+  model --batch 1 per claim-5 config, rounds alternating the attentions; bar: the least and the most
+  round). Without that record, a stand-in: the forward time of one attention block at batch 1 from the
+  Figure 1 bench record (LATENCY_ROW, the shape with the fewest tokens), a row counting only when the
+  bench ran its variant with the row's options (the bench builds every variant at its defaults);
 - the training CPU-hours to reach TARGET validation top-1: the time-to-accuracy table's epochs (claim
   5's runs, results/tta.py) times the median CPU seconds per epoch of its 2-thread timing runs. When
   no run reached TARGET, the highest of tta.TARGETS that a run reached, and the page says so.
