@@ -21,7 +21,9 @@ void model_rows(std::ostringstream& s) {
        "key is optional (defaults below, or the named model's); a key its architecture does not read is an error |\n";
   for (const auto& f : model_config_fields()) {
     const std::string readers = f.read_by.empty() ? join_words(model_arch_names()) : join_words(f.read_by);
-    const std::string def = f.key == "arch" ? "required without name" : "`" + f.write(defaults).dump() + "`";
+    // (appended, not "`" + string: GCC 12 warns -Wrestrict, wrongly, on that form once inlined)
+    const std::string def =
+        f.key == "arch" ? "required without name" : std::string("`").append(f.write(defaults).dump()).append("`");
     s << "| `model." << f.key << "` | " << f.type << " | " << def << " | read by " << readers << ": " << f.help
       << valid_note(f.valid) << " |\n";
   }

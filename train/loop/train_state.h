@@ -26,7 +26,7 @@ struct TrainPosition {
   double epoch_loss_sum = 0.0;  // running sums of the epoch in progress (its mean train loss)
   int64_t epoch_loss_count = 0;
   double best_top1 = -1.0;  // best test top-1 so far (-1: none yet)
-  LossScalerState amp;      // train.precision fp16 only (scale 0 otherwise: not written)
+  LossScalerState amp = {};  // train.precision fp16 only (scale 0 otherwise: not written)
 };
 
 // `extra_metadata` adds keys (e.g. "distill_teacher"); the four above cannot be replaced.
