@@ -14,15 +14,14 @@ import json
 import os
 import statistics
 
+import report_claims
 from runner import run_logged, shell_line
 
 ROW = "bench_latency_claim5"
 ROUNDS = 5
 REPS = 51
-# Claim 5's DeiT configs (results/report_claims.py CLAIM5, in its order); kept here so this module
-# needs no report code.
-CONFIGS = ("deit_softmax", "deit_sima", "deit_relu_attn", "deit_soft", "deit_linear_elu", "deit_cosformer",
-           "deit_cosformer_cos1d", "deit_performer", "deit_nystromformer", "deit_efficient", "deit_linformer")
+# Claim 5's DeiT configs, in its table's order (one list: results/report_claims.py CLAIM5).
+CONFIGS = tuple(row for row, _ in report_claims.CLAIM5)
 
 
 def model_json(root, row):
