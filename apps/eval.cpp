@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_schema.h"
 #include "core/omp_wait.h"
 #include "core/rng.h"
 #include "data/dataset.h"
@@ -266,8 +267,23 @@ std::string flag_conflict(const Cli& cli) {
   return "";
 }
 
-// The flags (--help prints them).
+// A library default as a flag's default text: numbers as the shortest decimal that reads back
+// (json_of, core/json_schema.h), so --help shows the value the library would use.
+template <class T>
+std::string default_text(const T& x) {
+  return json_of(x).dump();
+}
+
+// sima-eval --knn scores one k unless told: the 20-NN the paper and DINO report (the library's
+// KnnOptions lists DINO's 10, 20, 100, 200 for programs that want them all).
+constexpr int64_t kEvalKnnK = 20;
+
+// The flags (--help prints them). Every default is the library's (EvalOptions, FeatureEvalOptions,
+// KnnOptions, LinearProbeOptions), read from the structs, so the two cannot drift apart.
 void declare_flags(Cli& cli) {
+  const EvalOptions eval;
+  const FeatureEvalOptions feat;
+  const LinearProbeOptions probe;
   cli.flag("checkpoint", "PATH",
            "model.safetensors to evaluate, or an upstream torch.save .pth (not needed for --features pixels with --data)");
   cli.flag("from", "official|timm|cvt", "a .pth checkpoint's layout (default: detected; see sima-convert)");
@@ -276,11 +292,11 @@ void declare_flags(Cli& cli) {
            "dataset spec: fashion_mnist[:ROOT], mnist:ROOT, cifar10:ROOT, cifar100:ROOT, folder:ROOT "
            "(default: the checkpoint's training data)");
   cli.flag("split", "test|train", "which split to evaluate", false, "test");
-  cli.flag("batch", "N", "images per forward pass", false, "256");
-  cli.flag("workers", "N", "data loader threads", false, "2");
+  cli.flag("batch", "N", "images per forward pass", false, default_text(eval.batch_size));
+  cli.flag("workers", "N", "data loader threads", false, default_text(eval.num_workers));
   cli.flag("limit", "N",
-           "evaluate N test images only: the first N, or with --knn/--linear-probe a seeded random N; 0 = all", false,
-           "0");
+           "evaluate N test images only: the first N, or with --knn/--linear-probe a seeded random N; 0 = all",
+           false, default_text(eval.limit));
   cli.flag("resize", "auto|pil|float",
            "eval resize: pil = timm's exactly (Pillow's antialiased bicubic on 8-bit pixels), float = bicubic on "
            "float pixels without antialiasing, auto = pil for 8-bit images "
@@ -296,13 +312,16 @@ void declare_flags(Cli& cli) {
   cli.repeated("image", "PATH", "classify these images instead (repeatable; also takes several paths)");
   cli.flag("topk", "K", "classes to show per image", false, "5");
   cli.option("knn", "weighted k-NN on frozen features (DINO): train-split features vote for each test image");
-  cli.flag("k", "LIST", "--knn: neighbours, one k or a comma-separated list (DINO's: 10,20,100,200)", false, "20");
-  cli.flag("temperature", "T", "--knn: each neighbour votes with weight exp(cosine similarity / T)", false, "0.07");
+  cli.flag("k", "LIST", "--knn: neighbours, one k or a comma-separated list (DINO's: 10,20,100,200)",
+           false, default_text(kEvalKnnK));
+  cli.flag("temperature", "T", "--knn: each neighbour votes with weight exp(cosine similarity / T)",
+           false, default_text(feat.knn_options.temperature));
   cli.option("linear-probe", "train a Linear on frozen train-split features; report test accuracy per epoch");
-  cli.flag("probe-epochs", "N", "--linear-probe: epochs over the train features", false, "20");
-  cli.flag("probe-lr", "LR", "--linear-probe: SGD lr (momentum 0.9, cosine to 0 per step)", false, "0.1");
-  cli.flag("probe-batch", "N", "--linear-probe: batch size", false, "256");
-  cli.flag("probe-wd", "WD", "--linear-probe: weight decay", false, "0");
+  cli.flag("probe-epochs", "N", "--linear-probe: epochs over the train features", false, default_text(probe.epochs));
+  cli.flag("probe-lr", "LR", "--linear-probe: SGD lr (momentum 0.9, cosine to 0 per step)",
+           false, default_text(probe.lr));
+  cli.flag("probe-batch", "N", "--linear-probe: batch size", false, default_text(probe.batch_size));
+  cli.flag("probe-wd", "WD", "--linear-probe: weight decay", false, default_text(probe.weight_decay));
   cli.flag("features", "model|init|pixels",
            "--knn/--linear-probe: the backbone's class token after the final norm; the same for the checkpoint's "
            "architecture freshly initialised with --seed (the random-init baseline); or the pixels (standardised "
@@ -312,15 +331,18 @@ void declare_flags(Cli& cli) {
            "--knn/--linear-probe: the class tokens of the last N blocks, each after the final norm, concatenated "
            "(DINO's eval_linear n_last_blocks; ViT-S uses 4). DeiT: 1..depth; XCiT: 1..cls_attn_layers (its "
            "class-attention blocks); CvT: 1",
-           false, "1");
-  cli.flag("train-limit", "N", "--knn/--linear-probe: a seeded random N train images; 0 = all", false, "0");
-  cli.flag("seed", "S", "--knn/--linear-probe: seed of the random subsets and of the probe", false, "0");
+           false, default_text(feat.extract.blocks));
+  cli.flag("train-limit", "N", "--knn/--linear-probe: a seeded random N train images; 0 = all",
+           false, default_text(feat.train_limit));
+  cli.flag("seed", "S", "--knn/--linear-probe: seed of the random subsets and of the probe",
+           false, default_text(feat.seed));
   cli.flag("validation", "N",
            "--knn/--linear-probe: hold out N training images (the split sima-train's data.validation makes with the "
            "same seed) and evaluate on them, with the other training images as the bank / probe set; the test split "
            "is not read (0 = evaluate the test split)",
-           false, "0");
-  cli.flag("validation-seed", "S", "--validation: the split's seed (sima-train's data.validation_seed)", false, "0");
+           false, default_text(feat.validation));
+  cli.flag("validation-seed", "S", "--validation: the split's seed (sima-train's data.validation_seed)",
+           false, default_text(feat.validation_seed));
   cli.flag("precision", "fp32|bf16|int8",
            "inference precision of every Linear (int8: also SimA's attention core); bf16 is emulated without "
            "AVX-512 (docs/precision.md)",

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_schema.h"
 #include "core/omp_wait.h"
 #include "models/io/checkpoint.h"
 #include "models/quantized.h"
@@ -54,18 +55,22 @@ std::string summary(const nlohmann::json& j) {
   return s;
 }
 
-// The flags (--help prints them).
+// The flags (--help prints them). The drawing defaults are HeatmapOptions' (train/viz/attention_heatmap.h).
 void declare_flags(Cli& cli) {
+  const HeatmapOptions def;
   cli.flag("checkpoint", "PATH", "model.safetensors to explain, or an upstream torch.save .pth", /*required=*/true);
   cli.flag("from", "official|timm|cvt", "a .pth checkpoint's layout (default: detected; see sima-convert)");
   cli.flag("model", "NAME|JSON|FILE", "a .pth checkpoint's config overrides (see sima-convert)");
   cli.repeated("image", "PATH", "images or folders of images (.png .jpg .jpeg .bmp); repeatable");
-  cli.flag("layer", "L", "self-attention layer, 0-based; negative counts from the end", false, "-1");
+  cli.flag("layer", "L", "self-attention layer, 0-based; negative counts from the end", false,
+           std::to_string(def.layer));
   cli.flag("which", "q|k|both|cls", "maps to draw; cls: the class token's attention row (softmax models)", false,
-           "both");
-  cli.flag("out", "DIR", "output folder (created if missing)", false, ".");
-  cli.flag("colormap", "jet|viridis|inferno", "colour map (matplotlib's colours)", false, "jet");
-  cli.flag("alpha", "A", "weight of the colour map over the image, in [0, 1]", false, "0.5");
+           def.which);
+  cli.flag("out", "DIR", "output folder (created if missing)", false, def.out_dir);
+  cli.flag("colormap", "jet|viridis|inferno", "colour map (matplotlib's colours)", false,
+           colormap_name(def.colormap));
+  cli.flag("alpha", "A", "weight of the colour map over the image, in [0, 1]", false,
+           json_of(def.alpha).dump());
   cli.option("raw", "also write each [0, 1] map as a 16-bit grey PNG (<name>_<map>_raw.png)");
   cli.flag("scale", "K|auto",
            "write the overlays and the panel K times larger (nearest neighbour; 1..32); auto: images under 112 "
