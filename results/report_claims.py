@@ -9,7 +9,6 @@ import statistics
 
 import disclosure
 import fixed
-import report_precision
 import stats
 import verdicts
 
@@ -308,8 +307,9 @@ def claim5_section(t, out, root=disclosure.ROOT):
                % (len(others), len(others)))
 
 
-def claims_2_to_5_section(t, out, runs_dir, sweep_gain, root=disclosure.ROOT):
-    """Claims 2 to 5: the fixed budget of fixed.EPOCHS (and claims 2 and 3 again at convergence)."""
+def claims_2_to_5_intro(out, sweep_gain):
+    """The heading of claims 2 to 5: the fixed budget of fixed.EPOCHS (and claims 2 and 3 again at convergence).
+    results/report.py writes the claims' sections after it, claim 4's float16 rows (report_precision) among them."""
     out.append("## Claims 2 to 5: at a fixed budget of %d epochs, claims 2 and 3 also at %d\n"
                % (fixed.EPOCHS, fixed.CONVERGED_EPOCHS))
     out.append("These rows train %d epochs on the validation split's 50 000 training images (results/fixed.py), each"
@@ -319,8 +319,3 @@ def claims_2_to_5_section(t, out, runs_dir, sweep_gain, root=disclosure.ROOT):
                " that budget, are measured again at DeiT's converged count, %d epochs (the cap of claim 1's sweep),"
                " with their reference rows at the same protocol (rows e%d_, 3 seeds each).\n"
                % (fixed.EPOCHS, fixed.EPOCHS, sweep_gain, fixed.CONVERGED_EPOCHS, fixed.CONVERGED_EPOCHS))
-    claim2_section(t, out, runs_dir)
-    claim3_section(t, out, runs_dir)
-    claim4_section(t, out)
-    report_precision.fp16_section(t, out)  # claim 4's rows again at float16
-    claim5_section(t, out, root)
