@@ -110,15 +110,22 @@ void bf16_block(const BlockKey& s, const uint16_t* A, const uint16_t* B, float* 
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
 }
 
-void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, const float* B, float beta,
-               float* C) {
+// A and B rounded here unless A16 / B16 hold their rounded copies already (Bf16Operand).
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, const uint16_t* A16,
+               const float* B, const uint16_t* B16, float beta, float* C) {
   count_gemm_flops(2 * m * n * k);
   thread_local std::vector<uint16_t> a16, b16;  // this thread's rounded copies, reused
-  if (a16.size() < size_t(m * k)) a16.resize(size_t(m * k));
-  if (b16.size() < size_t(k * n)) b16.resize(size_t(k * n));
-  floats_to_bf16_bits(A, a16.data(), m * k);
-  floats_to_bf16_bits(B, b16.data(), k * n);
-  const uint16_t *a = a16.data(), *b = b16.data();
+  if (!A16) {
+    if (a16.size() < size_t(m * k)) a16.resize(size_t(m * k));
+    floats_to_bf16_bits(A, a16.data(), m * k);
+    A16 = a16.data();
+  }
+  if (!B16) {
+    if (b16.size() < size_t(k * n)) b16.resize(size_t(k * n));
+    floats_to_bf16_bits(B, b16.data(), k * n);
+    B16 = b16.data();
+  }
+  const uint16_t *a = A16, *b = B16;
   const int64_t lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
   const bool by_rows = m >= n;
   const int64_t cut = by_rows ? m : n;
@@ -155,8 +162,19 @@ void gemm_fp16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A
 
 void detail::gemm_autocast(AutocastMode mode, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A,
                            const float* B, float beta, float* C) {
-  if (mode == AutocastMode::BF16) gemm_bf16(ta, tb, m, n, k, A, B, beta, C);
+  if (mode == AutocastMode::BF16) gemm_bf16(ta, tb, m, n, k, A, nullptr, B, nullptr, beta, C);
   else gemm_fp16(ta, tb, m, n, k, A, B, beta, C);
+}
+
+void detail::gemm_bf16_rounded(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A,
+                               const uint16_t* A16, const float* B, const uint16_t* B16, float beta, float* C) {
+  gemm_bf16(ta, tb, m, n, k, A, A16, B, B16, beta, C);
+}
+
+Bf16Operand::Bf16Operand(const float* x, int64_t n) {
+  if (autocast_mode() != AutocastMode::BF16 || n <= 0) return;
+  bits_ = empty(Shape{(n + 1) / 2});  // two bfloat16 values a float
+  floats_to_bf16_bits(x, reinterpret_cast<uint16_t*>(bits_.data()), n);
 }
 
 }  // namespace sima

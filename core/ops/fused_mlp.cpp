@@ -89,43 +89,48 @@ Tensor fused_mlp_impl(const Tensor& x, const Tensor& w1, const Tensor& b1, const
   const int64_t R = prod(x.shape(), 0, x.dim() - 1);
   const bool grad = needs_grad(x, w1, b1, w2, b2);
 
+  // Under bf16 autocast x, W1, W2 and a are rounded once and kept for the backward (gemm.h).
+  const Bf16Operand x16(x.data(), R * in), w1_16(w1.data(), H * in), w2_16(w2.data(), out * H);
   Tensor h = empty({R, H});
-  gemm(false, true, R, H, in, x.data(), w1.data(), 0.f, h.data());  // h = x W1ᵀ
+  gemm(false, true, R, H, in, x.data(), x16, w1.data(), w1_16, 0.f, h.data());  // h = x W1ᵀ
   Tensor a = grad ? empty({R, H}) : h;  // without autograd the activation overwrites h
   bias_act<Fn>(h.data(), b1.data(), a.data(), R, H);
+  const Bf16Operand a16(a.data(), R * H);
   Shape ys = x.shape();
   ys[ys.ndim() - 1] = out;
   Tensor y = empty(ys);
-  linear_rows(a.data(), w2.data(), b2.data(), y.data(), R, out, H);
+  linear_rows(a.data(), w2.data(), b2.data(), y.data(), R, out, H, a16, w2_16);
   if (!grad) return y;
 
   attach_grad_fn(y, "fused_mlp", {x, w1, b1, w2, b2},
-                 [xs = x.detach(), w1s = w1.detach(), w2s = w2.detach(), h, R, in, H, out,
+                 [xs = x.detach(), w1s = w1.detach(), w2s = w2.detach(), h, x16, w1_16, w2_16, a16, R, in, H, out,
                   rx = x.requires_grad(), rw1 = w1.requires_grad(), rb1 = b1.requires_grad(),
                   rw2 = w2.requires_grad(), rb2 = b2.requires_grad()](const Tensor& gy) -> Grads {
     Tensor gx, gw1, gb1, gw2, gb2;
     Tensor s = empty({R, H});  // a, then da, then dh
     const bool rin = rx || rw1 || rb1;
+    const Bf16Operand gy16 = rw2 && rin ? Bf16Operand(gy.data(), R * out) : Bf16Operand();  // read twice
     Tensor g = rw2 && rin ? empty({R, H}) : Tensor();  // act'(h), from the pass that makes a
     if (rw2) {
       if (rin) act_and_grad<Fn>(h.data(), s.data(), g.data(), R * H);         // a = act(h), g = act'(h)
       else act_only<Fn>(h.data(), s.data(), R * H);                            // a = act(h)
       gw2 = empty(w2s.shape());
-      gemm(true, false, out, H, R, gy.data(), s.data(), 0.f, gw2.data());   // dW2 = gyᵀ a
+      gemm(true, false, out, H, R, gy.data(), gy16, s.data(), a16, 0.f, gw2.data());  // dW2 = gyᵀ a
     }
     if (rb2) gb2 = bias_grad(gy.data(), R, out);
     if (rin) {
-      gemm(false, false, R, H, out, gy.data(), w2s.data(), 0.f, s.data());  // da = gy W2
+      gemm(false, false, R, H, out, gy.data(), gy16, w2s.data(), w2_16, 0.f, s.data());  // da = gy W2
       if (g.defined()) times(s.data(), g.data(), R * H);                     // dh = da ⊙ g
       else times_act_grad<Fn>(s.data(), h.data(), R * H);                   // dh = da ⊙ act'(h)
+      const Bf16Operand dh16 = rw1 && rx ? Bf16Operand(s.data(), R * H) : Bf16Operand();  // read twice
       if (rw1) {
         gw1 = empty(w1s.shape());
-        gemm(true, false, H, in, R, s.data(), xs.data(), 0.f, gw1.data());  // dW1 = dhᵀ x
+        gemm(true, false, H, in, R, s.data(), dh16, xs.data(), x16, 0.f, gw1.data());  // dW1 = dhᵀ x
       }
       if (rb1) gb1 = bias_grad(s.data(), R, H);
       if (rx) {
         gx = empty(xs.shape());
-        gemm(false, false, R, in, H, s.data(), w1s.data(), 0.f, gx.data());  // dx = dh W1
+        gemm(false, false, R, in, H, s.data(), dh16, w1s.data(), w1_16, 0.f, gx.data());  // dx = dh W1
       }
     }
     return {gx, gw1, gb1, gw2, gb2};

@@ -59,6 +59,9 @@ void sgemm_with(GemmBackend backend, bool ta, bool tb, int64_t m, int64_t n, int
 // The product at the autocast mode's precision (autocast.h, autocast_gemm.cpp); mode != Off.
 void gemm_autocast(AutocastMode mode, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A,
                    const float* B, float beta, float* C);
+// The bf16 product, with A and B rounded already where A16 / B16 are given (not null).
+void gemm_bf16_rounded(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, const uint16_t* A16,
+                       const float* B, const uint16_t* B16, float beta, float* C);
 }  // namespace detail
 
 // The float32 product, whatever the autocast mode (autocast_gemm.cpp runs FP16's on rounded copies).
@@ -100,6 +103,35 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float*
     return;
   }
   gemm_f32(ta, tb, m, n, k, A, B, beta, C);
+}
+
+// Under bf16 autocast, an operand rounded to bfloat16 once and used by several products: a
+// layer's input and weights, kept by its forward for its backward, and the dy that both of the
+// backward's products read. Without it each product rounds both of its operands again (a
+// linear layer's step rounded x, W and dy twice each). The bits are the ones gemm() rounds to
+// itself (floats_to_bf16_bits), so every result is the same, bit for bit. Made while the mode
+// is not BF16 it holds nothing and costs nothing.
+class Bf16Operand {
+ public:
+  Bf16Operand() = default;
+  Bf16Operand(const float* x, int64_t n);  // rounds x[0..n) when autocast_mode() is BF16
+  const uint16_t* bits() const {  // null when it holds nothing
+    return bits_.defined() ? reinterpret_cast<const uint16_t*>(bits_.data()) : nullptr;
+  }
+
+ private:
+  Tensor bits_;  // the n bfloat16 values, in a float tensor's storage (the caching allocator)
+};
+
+// gemm() with A's and B's rounded copies: used when the product runs in bf16 and they hold
+// them, else ignored (float32 and float16 products round, or not, as gemm() does).
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, const Bf16Operand& A16,
+                 const float* B, const Bf16Operand& B16, float beta, float* C) {
+  if (autocast_mode() == AutocastMode::BF16 && m > 0 && n > 0 && k > 0) {
+    detail::gemm_bf16_rounded(ta, tb, m, n, k, A, A16.bits(), B, B16.bits(), beta, C);
+    return;
+  }
+  gemm(ta, tb, m, n, k, A, B, beta, C);
 }
 
 }  // namespace sima

@@ -190,23 +190,28 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   Shape ys = x.shape();
   ys[ys.ndim() - 1] = out;
   Tensor y = empty(ys);
-  if (bias.defined()) linear_rows(x.data(), w.data(), bias.data(), y.data(), R, out, in);
-  else gemm(false, true, R, out, in, x.data(), w.data(), 0.f, y.data());
+  // Under bf16 autocast x and W are rounded once here, and the backward reuses them (gemm.h).
+  const Bf16Operand x16(x.data(), R * in), w16(w.data(), out * in);
+  if (bias.defined()) linear_rows(x.data(), w.data(), bias.data(), y.data(), R, out, in, x16, w16);
+  else gemm(false, true, R, out, in, x.data(), x16, w.data(), w16, 0.f, y.data());
 
   if (needs_grad(x, w, bias))
     attach_grad_fn(y, "linear", {x, w, bias}, [xs = x.detach(), ws = w.detach(), R, in, out,
+                                               x16 = w.requires_grad() ? x16 : Bf16Operand(),  // for dW
+                                               w16 = x.requires_grad() ? w16 : Bf16Operand(),  // for dx
                                                rx = x.requires_grad(), rw = w.requires_grad(),
                                                rb = bias.defined() && bias.requires_grad()](
                                                   const Tensor& gy) -> Grads {
       // gy (R, out)
       Tensor gx, gw, gb;
+      const Bf16Operand gy16 = rx && rw ? Bf16Operand(gy.data(), R * out) : Bf16Operand();  // read twice
       if (rx) {  // dx (R×in) = dy (R×out) · W (out×in)
         gx = empty(xs.shape());
-        gemm(false, false, R, in, out, gy.data(), ws.data(), 0.f, gx.data());
+        gemm(false, false, R, in, out, gy.data(), gy16, ws.data(), w16, 0.f, gx.data());
       }
       if (rw) {  // dW (out×in) = dyᵀ (out×R) · x (R×in): one sgemm summing over all rows
         gw = empty(ws.shape());
-        gemm(true, false, out, in, R, gy.data(), xs.data(), 0.f, gw.data());
+        gemm(true, false, out, in, R, gy.data(), gy16, xs.data(), x16, 0.f, gw.data());
       }
       if (rb) gb = bias_grad(gy.data(), R, out);  // db (out) = column sums of dy
       return {gx, gw, gb};

@@ -198,6 +198,62 @@ TEST_CASE("autocast: gemm at bf16 and fp16 is its definition, every transpose, b
   }
 }
 
+TEST_CASE("autocast: operands rounded once (Bf16Operand) give the bits of a product that rounds its own") {
+  if (!bf16_here()) return;
+  Generator g(12);
+  const int64_t m = 300, n = 96, k = 192;  // big enough to be cut into blocks across threads
+  std::vector<float> A = to_vector(randn({m * k}, g)), B = to_vector(randn({k * n}, g));
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    INFO("ta ", ta, " tb ", tb);
+    std::vector<float> want(m * n), both(m * n), only_a(m * n), only_b(m * n);
+    AutocastGuard guard(AutocastMode::BF16);
+    const Bf16Operand a16(A.data(), m * k), b16(B.data(), k * n);
+    REQUIRE(a16.bits() != nullptr);
+    gemm(ta, tb, m, n, k, A.data(), B.data(), 0.f, want.data());
+    gemm(ta, tb, m, n, k, A.data(), a16, B.data(), b16, 0.f, both.data());
+    gemm(ta, tb, m, n, k, A.data(), a16, B.data(), Bf16Operand(), 0.f, only_a.data());
+    gemm(ta, tb, m, n, k, A.data(), Bf16Operand(), B.data(), b16, 0.f, only_b.data());
+    CHECK(std::memcmp(want.data(), both.data(), want.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(want.data(), only_a.data(), want.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(want.data(), only_b.data(), want.size() * sizeof(float)) == 0);
+  }
+  // Made outside bf16 it holds nothing, and a float32 product ignores one made inside.
+  CHECK(Bf16Operand(A.data(), m * k).bits() == nullptr);
+  Bf16Operand a16;
+  {
+    AutocastGuard guard(AutocastMode::BF16);
+    a16 = Bf16Operand(A.data(), m * k);
+  }
+  std::vector<float> f32(m * n), with(m * n);
+  gemm_f32(false, false, m, n, k, A.data(), B.data(), 0.f, f32.data());
+  gemm(false, false, m, n, k, A.data(), a16, B.data(), Bf16Operand(), 0.f, with.data());
+  CHECK(std::memcmp(f32.data(), with.data(), f32.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("autocast: linear at bf16 reuses its rounded x, W and dy, with the bits of products that round their own") {
+  if (!bf16_here()) return;
+  const int64_t R = 4 * 65, in = 96, out = 48;
+  const std::vector<Tensor> inputs{randn_leaf({4, 65, in}, 1), randn_leaf({out, in}, 2), randn_leaf({out}, 3)};
+  const std::vector<Tensor> got = run_op(
+      AutocastMode::BF16, [](const std::vector<Tensor>& t) { return linear(t[0], t[1], t[2]); }, inputs);
+  // The same products, each rounding its operands itself (gemm() without operands).
+  const float *x = inputs[0].data(), *w = inputs[1].data(), *b = inputs[2].data();
+  Tensor y = empty({4, 65, out}), dx = empty({4, 65, in}), dw = empty({out, in});
+  Generator g(5);
+  const Tensor gy = randn({4, 65, out}, g);  // run_op's gradient
+  {
+    AutocastGuard guard(AutocastMode::BF16);
+    for (int64_t r = 0; r < R; ++r) std::copy(b, b + out, y.data() + r * out);
+    gemm(false, true, R, out, in, x, w, 1.f, y.data());
+    gemm(false, false, R, in, out, gy.data(), w, 0.f, dx.data());
+    gemm(true, false, out, in, R, gy.data(), x, 0.f, dw.data());
+  }
+  CHECK(same_bits(got[0], y));
+  CHECK(same_bits(got[1], dx));
+  CHECK(same_bits(got[2], dw));
+}
+
 TEST_CASE("autocast: Off is float32 bit for bit, also after a bf16 or fp16 product") {
   Generator g(2);
   std::vector<float> A = to_vector(randn({300 * 192}, g)), B = to_vector(randn({192 * 96}, g));
