@@ -95,7 +95,7 @@ int run_model(int argc, const char* const* argv) {
   cli.version(SIMA_VERSION_STRING);
   cli.flag("model", "NAME|JSON", "a registry name or a model JSON object", true);
   cli.flag("batch", "B", "batch size", false, "64");
-  cli.flag("img", "S", "image size (default: the model's)", false, "0");
+  cli.flag("img", "S", "image size (default: the model's)");
   cli.flag("reps", "K", "timed runs per measurement (median)", false, "5");
   cli.flag("precision", "fp32|bf16|int8", "precision of the inference runs (training: --train-precision)", false, "fp32");
   cli.flag("train-precision", "fp32|bf16|fp16", "precision of the training step's products (train.precision)", false,
@@ -118,7 +118,9 @@ int run_model(int argc, const char* const* argv) {
     c.model = m;
   }
   c.batch = cli.get_int("batch");
-  c.img_size = cli.get_int("img");
+  c.img_size = cli.has("img") ? cli.get_int("img") : 0;  // 0: the model's
+  check(!cli.has("img") || c.img_size > 0, "sima-bench model: --img ", c.img_size,
+        " is not an image size: give a positive number of pixels, or leave it out for the model's");
   c.timing.reps = int(cli.get_int("reps"));
   ModelBenchResult r = bench_model(c);
   if (!r.precision_note.empty()) std::fprintf(stderr, "sima-bench: %s\n", r.precision_note.c_str());

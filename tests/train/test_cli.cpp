@@ -244,6 +244,16 @@ TEST_CASE("cli: get_int and get_double name the flag of a malformed value; undec
 
 // ---- the sima-eval binary -----------------------------------------------------------
 
+TEST_CASE("sima-bench model: an image size or batch that is not positive is one line naming the flag") {
+  for (const char* bad : {"--img 0", "--img -5", "--batch 0"}) {
+    CAPTURE(bad);
+    Run r = run_app(std::string("sima-bench model --model deit_tiny_patch4_32 --reps 1 ") + bad);
+    CHECK(r.status == 1);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.find(std::string(bad).substr(0, std::string(bad).find(' '))) != std::string::npos);
+  }
+}
+
 TEST_CASE("sima-eval: --help, a bad flag, a missing checkpoint") {
   Run help = run_app("sima-eval --help");
   CHECK(help.status == 0);
