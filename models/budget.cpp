@@ -1,7 +1,7 @@
 // Parameter and activation sizes of DeiT, XCiT and CvT from their configs (see budget.h).
 // Each count mirrors the constructor it stands for: models/deit.cpp, models/xcit.cpp with
 // models/xcit_blocks.cpp, models/cvt.cpp with models/cvt_attention.cpp, and the attention
-// variants of nn/attention/ (the parameters each adds: its row's extra_parameters, variants.cpp).
+// variants of nn/attention/ (the parameters each adds: its row's extra_parameters, variant_rows.cpp).
 #include "models/budget.h"
 
 #include <algorithm>

@@ -2,8 +2,8 @@
 comes from and how what this row runs differs from it.
 
 This study's side is read, not typed: the row's config (configs/paper/<row>.json), the defaults of
-every option the config leaves unset (the initialisers of AttentionOptions in
-nn/attention/attention.h) and the image and patch size behind the model's name (models/registry.cpp).
+every option the config leaves unset (the defaults its variant's row declares in
+nn/attention/variant_rows.cpp) and the image and patch size behind the model's name (models/registry.cpp).
 The rules that turn an option into a count (Linformer's k = N / 4 when proj_len is 0, Performer's
 m = int(d ln d) when nb_features is 0, SOFT's landmark grid) are those of the variants' code, named
 where each is used.
@@ -52,15 +52,17 @@ TYPES = {"int64_t": int, "float": lambda s: float(s.rstrip("f")), "bool": lambda
          "std::string": lambda s: s.strip('"')}
 
 
+# own_option<T>("key", default, ... and float_option("key", default, ... in the rows.
+OPTION = re.compile(r'(?:own_option<(int64_t|float|bool|std::string)>|(float)_option)\(\s*"(\w+)",\s*("[^"]*"|[^,]+),')
+
+
 def option_defaults(root):
-    """{option: default} from the initialisers of struct AttentionOptions in nn/attention/attention.h."""
-    with open(os.path.join(root, "nn", "attention", "attention.h")) as f:
+    """{option: default} from the option declarations of the variant rows in nn/attention/variant_rows.cpp."""
+    with open(os.path.join(root, "nn", "attention", "variant_rows.cpp")) as f:
         text = f.read()
-    body = text[text.index("struct AttentionOptions {"):]
-    body = body[:body.index("\n};")]
     out = {}
-    for m in re.finditer(r"^\s*(int64_t|float|bool|std::string)\s+(\w+)\s*=\s*([^;]+);", body, re.M):
-        out[m.group(2)] = TYPES[m.group(1)](m.group(3).strip())
+    for m in OPTION.finditer(text):
+        out[m.group(3)] = TYPES[m.group(1) or m.group(2)](m.group(4).strip())
     return out
 
 
@@ -93,7 +95,7 @@ def row_facts(root, row):
     f["linformer_k"] = opts["proj_len"] or max(1, f["tokens"] // 4)
     # performer.cpp performer_default_features: nb_features 0 means max(1, int(d ln d))
     f["performer_m"] = opts["nb_features"] or max(1, int(f["d"] * math.log(f["d"])))
-    # soft.cpp: a conv of kernel = stride sr over the grid, so (grid // sr)² landmarks
+    # soft_gaussian.cpp: a conv of kernel = stride sr over the grid, so (grid // sr)² landmarks
     per = grid // opts["sr"]
     f["soft_landmarks"], f["soft_per_side"], f["soft_uncovered"] = per * per, per, grid - per * opts["sr"]
     return f
@@ -108,7 +110,7 @@ def common_line(facts):
             " (d = %d)" % (f["img"], f["patch"], f["grid"], f["grid"], f["tokens"], f["depth"], f["width"],
                            f["heads"], f["d"]))
     return ("Every row here is %s: %s, read from its config (`configs/paper/<row>.json`) with the options it"
-            " leaves unset at their defaults (`nn/attention/attention.h`)." %
+            " leaves unset at their defaults (`nn/attention/variant_rows.cpp`)." %
             ("the same DeiT" if same else "a DeiT (rows differ; see their configs)", what))
 
 

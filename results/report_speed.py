@@ -61,7 +61,7 @@ OTHERS = (("xca", "XCA", "kv_first"), ("linear_elu", "ELU", "kv_first"), ("soft"
 
 def resolved_order(b):
     """The product order a SimA bench row ran: its pinned order, or the one `auto` picks
-    (nn/attention/attention.h: qk_first iff N < d)."""
+    (the sima row's order option, nn/attention/variant_rows.cpp: qk_first iff N < d)."""
     o = b.get("order", "")
     if o != "auto":
         return o

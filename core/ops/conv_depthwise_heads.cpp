@@ -1,6 +1,6 @@
 // Depthwise conv2d over the heads of multi-head tokens: x (B, h, H·W, d) -> y (B, h, Ho·Wo, d).
 //
-// SOFT's DWConv of v (nn/attention/soft.cpp) makes each head a channel of an H×W image and
+// SOFT's DWConv of v (nn/attention/soft_gaussian.cpp) makes each head a channel of an H×W image and
 // each of a head's d features a separate image that shares the head's k×k filter. The
 // official code permutes v to (B·d, h, H, W), runs a depthwise conv2d and permutes back;
 // here the d features stay innermost, so no permute is needed and for one tap and one output

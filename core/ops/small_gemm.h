@@ -2,7 +2,7 @@
 //
 //   C (m×n) = op(A) · op(B) + beta · C,   the same contract as gemm() (gemm.h)
 //
-// The iterative inverses of Nyströmformer and SOFT (nn/attention/nystromformer.cpp, soft.cpp)
+// The iterative inverses of Nyströmformer and SOFT (nn/attention/nystromformer.cpp, soft_gaussian.cpp)
 // multiply m×m matrices, m = the landmarks (10 and 9 in the study's configs), dozens of times
 // per matrix and step. oneDNN's dnnl_sgemm costs about 0.3 µs per call before any arithmetic,
 // while a 10×10×10 product is 1000 multiply-adds, so those calls were most of the step

@@ -44,9 +44,10 @@ void check_fixed_fields(const ModelConfig& c, const std::string& to, std::string
   need(cls == want, "cls_attn_variant " + cls + ": the " + to + " class attention is the " + want + " form");
   if (to != "official") return;
   need(c.in_chans == 3, "in_chans " + std::to_string(c.in_chans) + ": the official ConvPatchEmbed takes 3 channels");
-  need(c.attention.norm == "l1", "attention.norm " + c.attention.norm + ": the official SimA l1-normalises q and k");
-  need(c.attention.eps == 1e-12f, "attention.eps " + std::to_string(c.attention.eps) +
-                                      ": the official SimA normalises with F.normalize's eps 1e-12");
+  const std::string norm = attention_option<std::string>(c.attention, "norm");  // its variant is sima here
+  const float eps = attention_option<float>(c.attention, "eps");
+  need(norm == "l1", "attention.norm " + norm + ": the official SimA l1-normalises q and k");
+  need(eps == 1e-12f, "attention.eps " + std::to_string(eps) + ": the official SimA normalises with F.normalize's eps 1e-12");
 }
 
 // cls_attn_blocks.i.attn.qkv.{weight, bias} (3C, ...) -> attn.{q, k, v}.* (C, ...) each, in that order.

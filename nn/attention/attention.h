@@ -24,6 +24,9 @@
 
 namespace sima {
 
+// What every attention shares, what the model (not the user) decides, and the options of the
+// variant's own (`own`). A field is here only when the attention base class or the models read
+// it for every variant: the row (variants.h) holds every fact of its variant.
 struct AttentionOptions {
   std::string variant = "softmax";  // a row of the table in variants.h (attention_variant_names())
   int64_t dim = 0;                  // C
@@ -31,55 +34,28 @@ struct AttentionOptions {
   bool qkv_bias = true;
   float attn_drop = 0.f;
   float proj_drop = 0.f;
-  // sima
-  std::string norm = "l1";     // l1 | l2 | none
-  std::string order = "auto";  // auto | qk_first | kv_first  (auto: qk_first iff N < d)
-  float eps = 1e-12f;
-  // relu
-  float alpha = 1.f;         // output scaled by N^-alpha
-  std::string fn = "relu";   // relu | relu2 | gelu | softplus | identity | relu6 | sigmoid
-  bool qk_norm = false;      // LayerNorm over d on q and k (per head, eps 1e-6, weight shared by heads)
-  bool qk_norm_bias = true;  // its bias: true as timm; false as Flax's normalize_qk (scale only)
-  bool gate = false;         // out ⊙ Linear(C, C)(x) before proj
-  // soft (defaults: the official fudan-zvg/SOFT code; docs/derivations/soft.md)
-  int64_t sr = 2;                   // bottleneck kernel = stride on the (H, W) token grid
-  std::string bottleneck = "conv";  // conv | avgpool
-  int64_t nr_iters = 20;            // Newton–Raphson iterations for the pseudo-inverse
-  float ridge = 0.01f;              // iterate on A + ridge·I (0 = none)
-  int64_t v_conv = 3;               // depthwise conv on v added to the output, odd kernel (0 = none)
-  std::string nr_backward = "inverse";  // inverse (−Vᵀ G Vᵀ) | unrolled (through the iterations)
-  // performer (defaults of lucidrains/performer-pytorch, docs/derivations/performer.md)
-  int64_t nb_features = 0;         // m random features; 0: int(d·ln d)
-  int64_t redraw_interval = 1000;  // training forward calls between redraws; 0: never
-  int64_t feature_seed = 0;        // seeds every draw, with the module's seed and the draw's number
-  int64_t ortho_scaling = 0;       // row lengths: 0 those of Gaussian rows, 1 all √d
-  float feature_eps = 1e-4f;       // added to every random feature
-  // nystromformer (defaults of mlpen/Nystromformer, docs/derivations/nystromformer.md)
-  int64_t num_landmarks = 64;        // m segment-mean landmarks (m = N: exact softmax)
-  int64_t pinv_iters = 6;            // iterations of the Moore–Penrose pseudo-inverse
-  std::string pinv_init = "original";  // original: one scale for the batch | exact: per matrix
-  int64_t conv_kernel_size = 0;      // depthwise conv of v over tokens (odd); 0: none
-  // linformer
-  int64_t num_tokens = 0;  // N the module is built for (E, F are (k, N)); the models set it
-                           // from their image and patch size (not a JSON key). Another N is an error
-  int64_t proj_len = 0;    // k, the tokens K and V are projected to; 0: num_tokens / 4 (fairseq's
-                           // default --compressed 4), at least 1
-  std::string sharing = "headwise";  // headwise (one E, F for all heads; fairseq's default) |
-                                     // kv (E = F as well) | none (an E_i, F_i per head)
-  std::string compress = "kv";  // kv: E, F act on k, v after the qkv Linear, E (x W_k + b_k) (the
-                                // paper, lucidrains) | input: on x before it, (E x) W_k + b_k (fairseq)
-  // cosformer
-  std::string reweight = "none";  // none (SimA Table 2) | cos1d (cosFormer Eq. 10) | cos2d (SimA A.4, needs H, W)
+  // N the module is built for: the models set it from their image and patch size (not a JSON
+  // key). Linformer's E, F are (k, N), and another N is an error; SOFT's softmax_max_tokens
+  // compares a layer's N with it (layer_attention_options, variants.h).
+  int64_t num_tokens = 0;
   // false: no qkv / proj Linear layers; only core() is usable. For models that make q, k, v
   // their own way (CvT's convolutional projections) and reuse a variant's core.
   bool projections = true;
   // The scale inside the softmax of the variants that form softmax rows (traits.softmax_row);
   // 0: d^-½ (timm). CvT sets C^-½, its official quirk (models/cvt_attention.h). Not a JSON key.
   float softmax_scale = 0.f;
-  // The keys a variant's row owns (declared with own_option, variants.h) instead of sharing a
-  // field above: key -> value, only those set away from the row's default. A module reads one
-  // with attention_option<T>(options(), key), which gives the default when the key is absent.
+  // Every option of the variant's own (SimA's norm, SOFT's sr, linformer's proj_len, ...): the
+  // keys its row declares with own_option (variants.h), key -> value, only those set away from
+  // the row's default. The row holds each key's type, default, valid values and help; a module
+  // reads a key once, in its constructor, with attention_option<T>(opt, key), which gives the
+  // default when the key is absent. Set keys with with() (or a config's JSON, which the row reads).
   nlohmann::json own = nlohmann::json::object();
+
+  // Sets option `key` of this variant's row (set `variant` first) to `value`, checked by the
+  // row's spec: a key the row does not read, or a value of the wrong type or out of range, is a
+  // sima::Error naming the key, the variant and the keys it reads. Returns *this, so that calls
+  // chain: o.with("sr", 1).with("bottleneck", "avgpool"). Defined in variants.cpp.
+  AttentionOptions& with(const std::string& key, const nlohmann::json& value);
 };
 
 class Attention : public Module {
@@ -101,7 +77,7 @@ class Attention : public Module {
   // The variant's fused core: q, k, v (B, h, N, d) -> (B, h, N, d).
   virtual Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) = 0;
 
-  // exp() evaluations made by the core's forward since the last reset (the paper's #exp).
+  // exp() evaluations made by the core's forward since the last reset (#exp; attention_exp_calls).
   int64_t exp_calls() const { return exp_calls_; }
   void reset_exp_calls() { exp_calls_ = 0; }
 

@@ -32,6 +32,7 @@
 #include "core/ops/gemm.h"
 #include "core/ops/vmath.h"
 #include "core/parallel.h"
+#include "nn/attention/variants.h"
 
 namespace sima {
 
@@ -283,12 +284,20 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, Featu
 
 // ---- the modules -------------------------------------------------------------------
 
+namespace {
+// cosformer's reweight option (its row reads it); linear_elu has none.
+Reweight reweight_option(const AttentionOptions& opt, FeatureMap phi, const std::string& type_name) {
+  if (phi == FeatureMap::Relu) return parse_reweight(attention_option<std::string>(opt, "reweight"));
+  check(!opt.own.contains("reweight"), type_name, ": option reweight = ", opt.own.value("reweight", nlohmann::json()).dump(),
+        " is a cosformer option; linear_elu has none");
+  return Reweight::None;
+}
+}  // namespace
+
 LinearAttention::LinearAttention(const AttentionOptions& opt, FeatureMap feature_map, const std::string& type_name)
-    : Attention(opt, type_name), phi(feature_map), reweight(parse_reweight(opt.reweight)) {
+    : Attention(opt, type_name), phi(feature_map), reweight(reweight_option(opt, feature_map, type_name)) {
   check(opt.attn_drop == 0.f, type_name, ": attn_drop ", opt.attn_drop,
         " is not supported (linear attention forms no attention matrix); use 0");
-  check(phi == FeatureMap::Relu || reweight == Reweight::None, type_name, ": option reweight = '",
-        opt.reweight, "' is a cosformer option; linear_elu has none (use reweight = none)");
 }
 
 Tensor LinearAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) {

@@ -66,7 +66,7 @@ class LinearEluAttention : public LinearAttention {
       : LinearAttention(opt, FeatureMap::EluPlusOne, "LinearEluAttention") {}
 };
 
-// φ = relu, re-weighting opt.reweight (none: SimA's Table 2 row).
+// φ = relu, re-weighting by its row's reweight option (none: SimA's Table 2 row).
 class CosformerAttention : public LinearAttention {
  public:
   explicit CosformerAttention(const AttentionOptions& opt)

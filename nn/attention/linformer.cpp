@@ -32,6 +32,7 @@
 #include "core/ops/vmath.h"
 #include "core/parallel.h"
 #include "nn/attention/softmax_attention.h"
+#include "nn/attention/variants.h"
 #include "nn/init.h"
 
 namespace sima {
@@ -211,8 +212,8 @@ namespace {
 
 // fairseq's init of compress_k / compress_v: xavier_uniform_(gain = 1/√2) of a (k, N) weight,
 // U(±gain·√(6 / (k + N))); every head's map alike when they are per head.
-Tensor compress_weight(const AttentionOptions& opt, int64_t kl) {
-  Tensor w = opt.sharing == "none" ? empty({opt.num_heads, kl, opt.num_tokens}) : empty({kl, opt.num_tokens});
+Tensor compress_weight(const AttentionOptions& opt, const std::string& sharing, int64_t kl) {
+  Tensor w = sharing == "none" ? empty({opt.num_heads, kl, opt.num_tokens}) : empty({kl, opt.num_tokens});
   const float bound = std::sqrt(0.5f) * std::sqrt(6.f / static_cast<float>(kl + opt.num_tokens));
   uniform_(w, -bound, bound);
   return w;
@@ -220,29 +221,36 @@ Tensor compress_weight(const AttentionOptions& opt, int64_t kl) {
 
 }  // namespace
 
+LinformerSettings linformer_settings(const AttentionOptions& opt) {
+  return {attention_option<int64_t>(opt, "proj_len"), attention_option<std::string>(opt, "sharing"),
+          attention_option<std::string>(opt, "compress")};
+}
+
 LinformerAttention::LinformerAttention(const AttentionOptions& opt)
     : Attention(opt, "LinformerAttention"),
+      settings(linformer_settings(opt)),
       num_tokens_(opt.num_tokens),
-      proj_len_(opt.proj_len > 0 ? opt.proj_len : std::max<int64_t>(1, opt.num_tokens / 4)) {
+      proj_len_(settings.k(opt.num_tokens)) {
+  const LinformerSettings& s = settings;
   check(opt.num_tokens > 0, "LinformerAttention: num_tokens = ", opt.num_tokens,
         " must be the token count N of every input (> 0); the model sets it (E and F are (k, N))");
-  check(opt.proj_len >= 0, "LinformerAttention: proj_len = ", opt.proj_len,
+  check(s.proj_len >= 0, "LinformerAttention: proj_len = ", s.proj_len,
         " must be >= 0 (the projected length k; 0 for num_tokens / 4)");
-  check(opt.sharing == "headwise" || opt.sharing == "kv" || opt.sharing == "none",
-        "LinformerAttention: sharing = '", opt.sharing, "' is not one of: headwise, kv, none");
-  check(opt.compress == "kv" || opt.compress == "input", "LinformerAttention: compress = '", opt.compress,
+  check(s.sharing == "headwise" || s.sharing == "kv" || s.sharing == "none", "LinformerAttention: sharing = '",
+        s.sharing, "' is not one of: headwise, kv, none");
+  check(s.compress == "kv" || s.compress == "input", "LinformerAttention: compress = '", s.compress,
         "' is not one of: kv, input");
-  check(opt.compress == "kv" || (opt.projections && opt.sharing != "none"),
+  check(s.compress == "kv" || (opt.projections && s.sharing != "none"),
         "LinformerAttention: compress = input compresses x before the module's own qkv Linear: it needs "
         "projections (got ", opt.projections ? "true" : "false", ") and one map for all heads (sharing = '",
-        opt.sharing, "', need headwise or kv)");
+        s.sharing, "', need headwise or kv)");
   compress_k = register_module("compress_k", std::make_shared<Module>("LinformerCompress"));
-  E = compress_k->register_parameter("weight", compress_weight(opt, proj_len_));
-  if (opt.sharing == "kv") {
+  E = compress_k->register_parameter("weight", compress_weight(opt, s.sharing, proj_len_));
+  if (s.sharing == "kv") {
     F = E;
   } else {
     compress_v = register_module("compress_v", std::make_shared<Module>("LinformerCompress"));
-    F = compress_v->register_parameter("weight", compress_weight(opt, proj_len_));
+    F = compress_v->register_parameter("weight", compress_weight(opt, s.sharing, proj_len_));
   }
 }
 
@@ -265,7 +273,7 @@ Tensor LinformerAttention::core(const Tensor& q, const Tensor& k, const Tensor& 
 // (qkv.weight (3C, C) stacks W_q, W_k, W_v as fairseq's q_proj, k_proj, v_proj), then
 // softmax(q K'ᵀ d^-½) V' by softmax_attention over the k compressed keys.
 Tensor LinformerAttention::forward(const Tensor& x, int64_t H, int64_t W) {
-  if (opt_.compress == "kv") return Attention::forward(x, H, W);
+  if (settings.compress == "kv") return Attention::forward(x, H, W);
   check_projections();
   check(x.dim() == 3 && x.size(2) == opt_.dim, type_name(), ": input ", x.shape(), " must be (B, N, ", opt_.dim, ")");
   check_tokens(x.size(1), x.shape());

@@ -22,6 +22,7 @@
 // A token count other than num_tokens is an error (fairseq silently uses the first N columns
 // of E; docs/derivations/linformer.md).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -42,8 +43,19 @@ Tensor linformer_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
                            const Tensor& F, float scale, float attn_drop = 0.f, bool training = false,
                            Generator& gen = rng(RngStream::Dropout), int64_t* exp_calls = nullptr);
 
+// The linformer row's options (variant_rows.cpp), read once: by the module's constructor and
+// the row's parameter and exp() counts.
+struct LinformerSettings {
+  int64_t proj_len;      // k, the tokens K and V are projected to; 0: num_tokens / 4
+  std::string sharing;   // headwise (one E, F for all heads) | kv (E = F as well) | none (per head)
+  std::string compress;  // kv: E, F act on k, v after the qkv Linear | input: on x before it
+  // k for N = num_tokens: proj_len, or N / 4 (fairseq's default --compressed 4), at least 1.
+  int64_t k(int64_t num_tokens) const { return proj_len > 0 ? proj_len : std::max<int64_t>(1, num_tokens / 4); }
+};
+LinformerSettings linformer_settings(const AttentionOptions& opt);
+
 // Options used: dim, num_heads, qkv_bias, attn_drop, proj_drop, num_tokens (> 0, set by the
-// model), proj_len, sharing (headwise | kv | none), compress (kv | input).
+// model) and its row's (LinformerSettings).
 class LinformerAttention : public Attention {
  public:
   explicit LinformerAttention(const AttentionOptions& opt);
@@ -56,6 +68,7 @@ class LinformerAttention : public Attention {
   int64_t num_tokens() const { return num_tokens_; }
   int64_t proj_len() const { return proj_len_; }
 
+  const LinformerSettings settings;
   std::shared_ptr<Module> compress_k, compress_v;  // compress_v null with sharing = kv
   Tensor E, F;  // compress_k.weight, compress_v.weight (F is E with sharing = kv)
 

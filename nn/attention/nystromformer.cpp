@@ -28,6 +28,7 @@
 #include "core/ops/softmax.h"
 #include "core/parallel.h"
 #include "nn/attention/softmax_attention.h"
+#include "nn/attention/variants.h"
 #include "nn/init.h"
 
 namespace sima {
@@ -213,18 +214,25 @@ Tensor TokenConv::forward(const Tensor& v) {
 }
 
 // ---- NystromAttention --------------------------------------------------------------
-NystromAttention::NystromAttention(const AttentionOptions& opt) : Attention(opt, "NystromAttention") {
+NystromSettings nystrom_settings(const AttentionOptions& opt) {
+  return {attention_option<int64_t>(opt, "num_landmarks"), attention_option<int64_t>(opt, "pinv_iters"),
+          attention_option<std::string>(opt, "pinv_init"), attention_option<int64_t>(opt, "conv_kernel_size")};
+}
+
+NystromAttention::NystromAttention(const AttentionOptions& opt)
+    : Attention(opt, "NystromAttention"), settings(nystrom_settings(opt)) {
   const std::string& name = type_name();
-  check(opt.num_landmarks >= 1, name, ": option num_landmarks = ", opt.num_landmarks, " must be >= 1");
-  check(opt.pinv_iters >= 0, name, ": option pinv_iters = ", opt.pinv_iters, " must be >= 0 (official: 6)");
-  check(opt.pinv_init == "original" || opt.pinv_init == "exact", name, ": option pinv_init = '", opt.pinv_init,
+  const NystromSettings& s = settings;
+  check(s.num_landmarks >= 1, name, ": option num_landmarks = ", s.num_landmarks, " must be >= 1");
+  check(s.pinv_iters >= 0, name, ": option pinv_iters = ", s.pinv_iters, " must be >= 0 (official: 6)");
+  check(s.pinv_init == "original" || s.pinv_init == "exact", name, ": option pinv_init = '", s.pinv_init,
         "' is not one of: original, exact");
-  check(opt.conv_kernel_size == 0 || (opt.conv_kernel_size > 0 && opt.conv_kernel_size % 2 == 1), name,
-        ": option conv_kernel_size = ", opt.conv_kernel_size, " must be 0 (no conv) or odd");
+  check(s.conv_kernel_size == 0 || (s.conv_kernel_size > 0 && s.conv_kernel_size % 2 == 1), name,
+        ": option conv_kernel_size = ", s.conv_kernel_size, " must be 0 (no conv) or odd");
   check(opt.attn_drop == 0.f, name, ": attn_drop ", opt.attn_drop,
         " is not supported (the official code has no attention dropout); use 0");
-  if (opt.conv_kernel_size > 0)
-    conv = register_module("conv", std::make_shared<TokenConv>(opt.num_heads, opt.conv_kernel_size));
+  if (s.conv_kernel_size > 0)
+    conv = register_module("conv", std::make_shared<TokenConv>(opt.num_heads, s.conv_kernel_size));
 }
 
 // q, k, v (B, h, N, d) -> (B, h, N, d)
@@ -235,7 +243,7 @@ Tensor NystromAttention::core(const Tensor& q, const Tensor& k, const Tensor& v,
         name, ": q, k, v must be (B, h, N, d) of one shape");
   // m > N landmarks would be empty segments (the official segment means fail there): capped
   // at m = N, where the approximation is exact softmax attention (docs/derivations/nystromformer.md).
-  const int64_t N = q.size(2), d = q.size(3), m = std::min(opt_.num_landmarks, N);
+  const int64_t N = q.size(2), d = q.size(3), m = std::min(settings.num_landmarks, N);
   check(!conv || q.size(1) == conv->weight.size(0), name, ": q has ", q.size(1), " heads, the conv ",
         conv ? conv->weight.size(0) : 0);
   const float scale = 1.f / std::sqrt(std::sqrt(static_cast<float>(d)));  // q and k by d^-¼
@@ -250,7 +258,7 @@ Tensor NystromAttention::core(const Tensor& q, const Tensor& k, const Tensor& v,
     Tensor Bv = softmax_attention(qt, ks, v, 1.f, 0.f, false, no_dropout, &exp_calls_);  // (B, h, m, d)
     Tensor A = softmax(matmul(qt, kt, false, true), -1);                              // (B, h, m, m)
     exp_calls_ += A.numel();
-    Tensor Z = nystrom_pinv(A, opt_.pinv_iters, opt_.pinv_init == "original");        // (B, h, m, m)
+    Tensor Z = nystrom_pinv(A, settings.pinv_iters, settings.pinv_init == "original");        // (B, h, m, m)
     x = softmax_attention(qs, kt, matmul(Z, Bv), 1.f, 0.f, false, no_dropout, &exp_calls_);  // (B, h, N, d)
   }
   if (conv) x = add(x, conv->forward(v));

@@ -46,14 +46,25 @@ class TokenConv : public Module {
   Tensor weight;  // (h, 1, ks, 1)
 };
 
+// The nystromformer row's options (variant_rows.cpp), read once: by the module's constructor
+// and the row's parameter and exp() counts.
+struct NystromSettings {
+  int64_t num_landmarks;     // m segment-mean landmarks (m = N: exact softmax)
+  int64_t pinv_iters;        // iterations of the Moore–Penrose pseudo-inverse
+  std::string pinv_init;     // original: one scale for the batch | exact: per matrix
+  int64_t conv_kernel_size;  // depthwise conv of v over tokens (odd); 0: none
+};
+NystromSettings nystrom_settings(const AttentionOptions& opt);
+
 class NystromAttention : public Attention {
  public:
-  // Uses opt.num_landmarks (>= 1), opt.pinv_iters (>= 0), opt.pinv_init (original |
-  // exact), opt.conv_kernel_size (0 or odd); attn_drop must be 0.
+  // Uses its row's options (NystromSettings, checked again here for code that builds the class
+  // directly); attn_drop must be 0.
   explicit NystromAttention(const AttentionOptions& opt);
   // q, k, v (B, h, N, d) -> (B, h, N, d); N >= num_landmarks.
   Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
 
+  const NystromSettings settings;
   std::shared_ptr<TokenConv> conv;  // null when conv_kernel_size = 0
 };
 

@@ -30,6 +30,7 @@
 #include "core/ops/gemm.h"
 #include "core/ops/vmath.h"
 #include "core/parallel.h"
+#include "nn/attention/variants.h"
 
 namespace sima {
 
@@ -270,18 +271,26 @@ int64_t performer_default_features(int64_t d) {
 
 // ---- PerformerAttention -------------------------------------------------------------
 
-PerformerAttention::PerformerAttention(const AttentionOptions& opt) : Attention(opt, "PerformerAttention") {
+PerformerSettings performer_settings(const AttentionOptions& opt) {
+  return {attention_option<int64_t>(opt, "nb_features"), attention_option<int64_t>(opt, "redraw_interval"),
+          attention_option<int64_t>(opt, "feature_seed"), attention_option<int64_t>(opt, "ortho_scaling"),
+          attention_option<float>(opt, "feature_eps")};
+}
+
+PerformerAttention::PerformerAttention(const AttentionOptions& opt)
+    : Attention(opt, "PerformerAttention"), settings(performer_settings(opt)) {
   const std::string& name = type_name();
-  check(opt.nb_features >= 0, name, ": option nb_features = ", opt.nb_features,
+  const PerformerSettings& s = settings;
+  check(s.nb_features >= 0, name, ": option nb_features = ", s.nb_features,
         " must be >= 0 (0: int(d·ln d) as upstream)");
-  check(opt.redraw_interval >= 0, name, ": option redraw_interval = ", opt.redraw_interval,
+  check(s.redraw_interval >= 0, name, ": option redraw_interval = ", s.redraw_interval,
         " must be >= 0 (training forward calls between redraws; 0: never)");
-  check(opt.ortho_scaling == 0 || opt.ortho_scaling == 1, name, ": option ortho_scaling = ", opt.ortho_scaling,
+  check(s.ortho_scaling == 0 || s.ortho_scaling == 1, name, ": option ortho_scaling = ", s.ortho_scaling,
         " is not one of: 0 (Gaussian row lengths), 1 (sqrt(d))");
-  check(opt.feature_eps > 0.f, name, ": option feature_eps = ", opt.feature_eps, " must be positive");
+  check(s.feature_eps > 0.f, name, ": option feature_eps = ", s.feature_eps, " must be positive");
   check(opt.attn_drop == 0.f, name, ": attn_drop ", opt.attn_drop,
         " is not supported (FAVOR+ forms no attention matrix); use 0");
-  const int64_t d = head_dim(), m = opt.nb_features > 0 ? opt.nb_features : performer_default_features(d);
+  const int64_t d = head_dim(), m = s.nb_features > 0 ? s.nb_features : performer_default_features(d);
   projection_matrix = register_buffer("projection_matrix", zeros({m, d}));
   calls_since_last_redraw = register_buffer("calls_since_last_redraw", zeros({1}));
   redraw_count = register_buffer("redraw_count", zeros({1}));
@@ -293,18 +302,18 @@ PerformerAttention::PerformerAttention(const AttentionOptions& opt) : Attention(
 void PerformerAttention::draw_projection() {
   const auto mseed = static_cast<uint64_t>(module_seed.data()[0]);
   const auto count = static_cast<uint64_t>(redraw_count.data()[0]);
-  Generator gen((static_cast<uint64_t>(opt_.feature_seed) * 0x9E3779B97F4A7C15ull) ^ (mseed << 24) ^ count);
+  Generator gen((static_cast<uint64_t>(settings.feature_seed) * 0x9E3779B97F4A7C15ull) ^ (mseed << 24) ^ count);
   Tensor Wn = gaussian_orthogonal_random_matrix(projection_matrix.size(0), projection_matrix.size(1),
-                                                opt_.ortho_scaling, gen);
+                                                settings.ortho_scaling, gen);
   std::copy(Wn.data(), Wn.data() + Wn.numel(), projection_matrix.data());
 }
 
 // Training only: the call that finds redraw_interval calls made since the last draw draws
 // the next matrix first, so draw n serves calls n·interval + 1 .. (n + 1)·interval.
 void PerformerAttention::redraw_if_due() {
-  if (!is_training() || opt_.redraw_interval == 0) return;
+  if (!is_training() || settings.redraw_interval == 0) return;
   float& calls = calls_since_last_redraw.data()[0];
-  if (calls >= static_cast<float>(opt_.redraw_interval)) {
+  if (calls >= static_cast<float>(settings.redraw_interval)) {
     redraw_count.data()[0] += 1.f;
     draw_projection();
     calls = 0.f;
@@ -317,7 +326,7 @@ Tensor PerformerAttention::core(const Tensor& q, const Tensor& k, const Tensor& 
         q.defined() ? q.shape().str() : "undefined", " must be (B, h, N, ", projection_matrix.size(1), ")");
   redraw_if_due();
   if (qk_hook) qk_hook(q, k);
-  return favor_attention(q, k, v, projection_matrix, opt_.feature_eps, &exp_calls_);
+  return favor_attention(q, k, v, projection_matrix, settings.feature_eps, &exp_calls_);
 }
 
 }  // namespace sima

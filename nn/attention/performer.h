@@ -44,10 +44,21 @@ Tensor gaussian_orthogonal_random_matrix(int64_t m, int64_t d, int64_t scaling, 
 // The default number of features of upstream: int(d·ln d) (at least 1).
 int64_t performer_default_features(int64_t d);
 
+// The performer row's options (variant_rows.cpp), read once: by the module's constructor and
+// the row's exp() count.
+struct PerformerSettings {
+  int64_t nb_features;      // m random features; 0: int(d·ln d)
+  int64_t redraw_interval;  // training forward calls between redraws; 0: never
+  int64_t feature_seed;     // seeds every draw, with the module's seed and the draw's number
+  int64_t ortho_scaling;    // row lengths: 0 those of Gaussian rows, 1 all √d
+  float feature_eps;        // added to every random feature
+};
+PerformerSettings performer_settings(const AttentionOptions& opt);
+
 class PerformerAttention : public Attention {
  public:
-  // Uses opt.nb_features (0: int(d·ln d)), opt.redraw_interval (>= 0), opt.feature_seed,
-  // opt.ortho_scaling (0 | 1), opt.feature_eps (> 0); attn_drop must be 0.
+  // Uses its row's options (PerformerSettings, checked again here for code that builds the class
+  // directly); attn_drop must be 0.
   explicit PerformerAttention(const AttentionOptions& opt);
 
   // q, k, v (B, h, N, d) -> (B, h, N, d). In training, counts the call and redraws W when due.
@@ -62,6 +73,7 @@ class PerformerAttention : public Attention {
   // (exact below 2^24): training forward calls since the last draw, the number of the
   // draw (0 at construction), and this module's seed (drawn from the Init stream when the
   // module is built, so that the layers of a model draw different features).
+  const PerformerSettings settings;
   Tensor projection_matrix, calls_since_last_redraw, redraw_count, module_seed;
 
  private:

@@ -26,18 +26,27 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/vmath.h"
 #include "core/parallel.h"
+#include "nn/attention/variants.h"
 
 namespace sima {
 
+const std::vector<std::string>& score_fn_names() {
+  static const std::vector<std::string> names = {"relu",     "relu2", "gelu",   "softplus",
+                                                 "identity", "relu6", "sigmoid"};  // ScoreFn's order
+  return names;
+}
+
 ScoreFn parse_score_fn(const std::string& name, const std::string& who) {
-  if (name == "relu") return ScoreFn::Relu;
-  if (name == "relu2") return ScoreFn::Relu2;
-  if (name == "gelu") return ScoreFn::Gelu;
-  if (name == "softplus") return ScoreFn::Softplus;
-  if (name == "identity") return ScoreFn::Identity;
-  if (name == "relu6") return ScoreFn::Relu6;
-  if (name == "sigmoid") return ScoreFn::Sigmoid;
-  fail(who, ": fn '", name, "' is not one of relu, relu2, gelu, softplus, identity, relu6, sigmoid");
+  const std::vector<std::string>& names = score_fn_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return ScoreFn(i);
+  fail(who, ": fn '", name, "' is not one of ", join_words(names));
+}
+
+ReluSettings relu_settings(const AttentionOptions& opt) {
+  return {parse_score_fn(attention_option<std::string>(opt, "fn")), attention_option<float>(opt, "alpha"),
+          attention_option<bool>(opt, "qk_norm"), attention_option<bool>(opt, "qk_norm_bias"),
+          attention_option<bool>(opt, "gate")};
 }
 
 namespace {
@@ -199,21 +208,22 @@ Tensor relu_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreFn
 // ---- the module ------------------------------------------------------------------
 
 ReluAttention::ReluAttention(const AttentionOptions& opt)
-    : Attention(opt, "ReluAttention"), fn(parse_score_fn(opt.fn)) {
-  check(std::isfinite(opt.alpha), "ReluAttention: alpha must be a finite number, got ", opt.alpha);
+    : Attention(opt, "ReluAttention"), settings(relu_settings(opt)) {
+  check(std::isfinite(settings.alpha), "ReluAttention: alpha must be a finite number, got ", settings.alpha);
   check(opt.attn_drop == 0.f, "ReluAttention: attn_drop ", opt.attn_drop,
         " is not supported (the fused core has no attention-dropout); use 0");
-  if (opt.qk_norm) {
-    q_norm = register_module("q_norm", std::make_shared<LayerNorm>(head_dim(), kQkNormEps, true, opt.qk_norm_bias));
-    k_norm = register_module("k_norm", std::make_shared<LayerNorm>(head_dim(), kQkNormEps, true, opt.qk_norm_bias));
+  if (settings.qk_norm) {
+    const bool bias = settings.qk_norm_bias;
+    q_norm = register_module("q_norm", std::make_shared<LayerNorm>(head_dim(), kQkNormEps, true, bias));
+    k_norm = register_module("k_norm", std::make_shared<LayerNorm>(head_dim(), kQkNormEps, true, bias));
   }
-  if (opt.gate) gate = register_module("gate", std::make_shared<Linear>(opt.dim, opt.dim));
+  if (settings.gate) gate = register_module("gate", std::make_shared<Linear>(opt.dim, opt.dim));
 }
 
 Tensor ReluAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t, int64_t) {
   Tensor qn = q_norm ? q_norm->forward(q) : q, kn = k_norm ? k_norm->forward(k) : k;
   if (qk_hook) qk_hook(qn, kn);
-  return relu_attention(qn, kn, v, fn, opt_.alpha, &exp_calls_);
+  return relu_attention(qn, kn, v, settings.fn, settings.alpha, &exp_calls_);
 }
 
 // o (B, N, C), the merged heads, times gate(x) (B, N, C) before proj.

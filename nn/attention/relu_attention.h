@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nn/attention/attention.h"
 #include "nn/normalization.h"
@@ -24,8 +25,22 @@ namespace sima {
 
 enum class ScoreFn { Relu, Relu2, Gelu, Softplus, Identity, Relu6, Sigmoid };
 
+// The fn option's words in ScoreFn's order: {"relu", "relu2", ...}. The relu row's fn key
+// (variant_rows.cpp) and parse_score_fn read this list, so the words are written once.
+const std::vector<std::string>& score_fn_names();
 // "relu" -> ScoreFn::Relu ...; a sima::Error naming `who` and the valid names otherwise.
 ScoreFn parse_score_fn(const std::string& name, const std::string& who = "ReluAttention");
+
+// The relu row's options (variant_rows.cpp), read once: by the module's constructor and the
+// row's parameter and exp() counts.
+struct ReluSettings {
+  ScoreFn fn;
+  float alpha;        // the output is scaled by N^-alpha
+  bool qk_norm;       // LayerNorm over d on q and k
+  bool qk_norm_bias;  // its bias (timm) or scale only (Flax)
+  bool gate;          // o ⊙ Linear(C, C)(x) before proj
+};
+ReluSettings relu_settings(const AttentionOptions& opt);
 
 // The fused core, one autograd node: q, k, v (B, h, N, d) -> (B, h, N, d),
 // out = N^-alpha · fn(q kᵀ / √d) v. If exp_calls is given, the exp() evaluations made
@@ -43,7 +58,7 @@ class ReluAttention : public Attention {
   Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override;
 
   static constexpr float kQkNormEps = 1e-6f;
-  ScoreFn fn;
+  const ReluSettings settings;
   std::shared_ptr<LayerNorm> q_norm, k_norm;     // null unless qk_norm
   std::shared_ptr<Linear> gate;                   // null unless gate
 };

@@ -15,6 +15,7 @@
 #include "core/ops/gemm.h"
 #include "core/parallel.h"
 #include "nn/attention/sima_column_norm.h"
+#include "nn/attention/variants.h"
 
 namespace sima {
 
@@ -186,28 +187,28 @@ Tensor sima_attention(const Tensor& q, const Tensor& k, const Tensor& v, SimaNor
 
 SimaAttention::SimaAttention(const AttentionOptions& opt)
     : Attention(opt, "SimaAttention"),
-      norm_(parse_sima_norm(opt.norm)),
-      order_(parse_sima_order(opt.order)) {
-  check(opt.eps > 0.f && std::isfinite(opt.eps), "SimaAttention: eps must be positive and finite (got ",
-        opt.eps, ")");
+      norm_(parse_sima_norm(attention_option<std::string>(opt, "norm"))),
+      order_(parse_sima_order(attention_option<std::string>(opt, "order"))),
+      eps_(attention_option<float>(opt, "eps")) {
+  check(eps_ > 0.f && std::isfinite(eps_), "SimaAttention: eps must be positive and finite (got ", eps_, ")");
 }
 
 Tensor SimaAttention::packed_core(const Tensor& qkv_out) {
   if (qk_hook || (int8_core && !needs_grad(qkv_out))) return Tensor();
   last_order_ = resolve_sima_order(order_, qkv_out.size(1), head_dim());
   if (inference_core && !needs_grad(qkv_out))
-    return sima_attention_packed_inference(qkv_out, opt_.num_heads, norm_, last_order_, opt_.eps);
-  return sima_attention_packed(qkv_out, opt_.num_heads, norm_, last_order_, opt_.eps);
+    return sima_attention_packed_inference(qkv_out, opt_.num_heads, norm_, last_order_, eps_);
+  return sima_attention_packed(qkv_out, opt_.num_heads, norm_, last_order_, eps_);
 }
 
 Tensor SimaAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t, int64_t) {
   last_order_ = resolve_sima_order(order_, q.size(2), q.size(3));
   if (!qk_hook && !needs_grad(q, k, v)) {
-    if (int8_core) return sima_attention_int8(q, k, v, norm_, last_order_, opt_.eps);
-    if (inference_core) return sima_attention_inference(q, k, v, norm_, last_order_, opt_.eps);
+    if (int8_core) return sima_attention_int8(q, k, v, norm_, last_order_, eps_);
+    if (inference_core) return sima_attention_inference(q, k, v, norm_, last_order_, eps_);
   }
   Tensor q_hat, k_hat;
-  Tensor out = sima_attention(q, k, v, norm_, last_order_, opt_.eps, qk_hook ? &q_hat : nullptr,
+  Tensor out = sima_attention(q, k, v, norm_, last_order_, eps_, qk_hook ? &q_hat : nullptr,
                               qk_hook ? &k_hat : nullptr);
   if (qk_hook) qk_hook(q_hat, k_hat);
   // exp_calls_ is unchanged: SimA evaluates no exp() (the paper's #exp = 0).

@@ -18,7 +18,7 @@ enum class SimaNorm { L1, L2, None };               // ‖·‖₁ (the paper), 
 enum class SimaOrder { Auto, QkFirst, KvFirst };   // Auto: QkFirst iff N < d
 
 // The option words, in the enums' order: {"l1", "l2", "none"} and {"auto", "qk_first",
-// "kv_first"}. The variant table's norm and order keys (variants.cpp) and the parsers below
+// "kv_first"}. The variant table's norm and order keys (variant_rows.cpp) and the parsers below
 // read these lists, so the words are written once.
 const std::vector<std::string>& sima_norm_names();
 const std::vector<std::string>& sima_order_names();
@@ -55,8 +55,8 @@ Tensor sima_attention_inference(const Tensor& q, const Tensor& k, const Tensor& 
                                 float eps);
 Tensor sima_attention_packed_inference(const Tensor& qkv, int64_t heads, SimaNorm norm, SimaOrder order, float eps);
 
-// Options used: dim, num_heads, qkv_bias, proj_drop, norm, order, eps (attn_drop is unused,
-// as in the official code).
+// Options used: dim, num_heads, qkv_bias, proj_drop and its row's norm, order, eps, read once by
+// the constructor (attn_drop is unused, as in the official code).
 class SimaAttention : public Attention {
  public:
   explicit SimaAttention(const AttentionOptions& opt);
@@ -65,6 +65,7 @@ class SimaAttention : public Attention {
 
   SimaNorm norm() const { return norm_; }
   SimaOrder order() const { return order_; }
+  float eps() const { return eps_; }
   // The product order the last core() call ran (QkFirst or KvFirst; Auto before any call).
   SimaOrder last_order() const { return last_order_; }
   // Run the core at int8 (sima_attention_int8) whenever no gradient and no qk_hook is asked
@@ -78,6 +79,7 @@ class SimaAttention : public Attention {
  private:
   SimaNorm norm_;
   SimaOrder order_;
+  float eps_;
   SimaOrder last_order_ = SimaOrder::Auto;
 };
 

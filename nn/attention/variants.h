@@ -5,10 +5,11 @@
 // `sima-train --config-reference`, `sima-bench attention`, CvT, XCiT, heatmaps and the tests
 // (docs/adding_a_variant.md walks through adding a row).
 //
-// A row's option specs read and write either a field of AttentionOptions (attention.h: the
-// options the built-in variants share a name for) or a key the row owns (own_option below:
-// its value in AttentionOptions::own, its default in the spec), which is how a variant from
-// outside the library gets options of its own.
+// A row's options are keys it owns (own_option below): each with its type, default, valid
+// values and help in the row, its value in AttentionOptions::own. A module reads them once, in
+// its constructor (attention_option<T>); code that builds options sets them with
+// AttentionOptions::with, checked by the row. The built-in rows (variant_rows.cpp) and a
+// variant from outside the library declare their options the same way.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -24,8 +25,8 @@
 
 namespace sima {
 
-// One key of the JSON model.attention object, bound to a field of AttentionOptions: the
-// schema mechanism every config shares (core/json_schema.h).
+// One key of the JSON model.attention object, read into and written from AttentionOptions::own:
+// the schema mechanism every config shares (core/json_schema.h).
 using AttentionOptionSpec = SchemaField<AttentionOptions>;
 
 // What models and tools may ask about a variant instead of comparing its name.
@@ -58,12 +59,18 @@ struct AttentionVariant {
   // another row (SOFT's softmax_max_tokens: the official SOFT vision model runs softmax in its
   // last stage). Null, or its own name: the row itself. Applied by layer_attention_options.
   std::function<std::string(const AttentionOptions&)> layer_variant;
+  // The exp() evaluations of one core forward (the paper's #exp, what the module counts in
+  // Attention::exp_calls()) on B images of N tokens each, the last H·W of them a token grid
+  // (0, 0 when none): softmax B·h·N², sima 0, ... Null: none counted (0).
+  std::function<int64_t(const AttentionOptions&, int64_t B, int64_t N, int64_t H, int64_t W)> exp_calls;
 
   const AttentionOptionSpec* option(const std::string& key) const;  // null when it does not read `key`
   std::vector<std::string> option_keys() const;
   std::string reads() const;  // every key it reads, for errors: "type, norm, order, eps"
 };
 
+// The built-in rows, in the order tools list them (variant_rows.cpp).
+std::deque<AttentionVariant> builtin_attention_variants();
 // Every variant, in the order tools list them: the built-in rows, then the registered ones.
 // A deque, so that the rows (and references to them) stay where they are when a row is added.
 const std::deque<AttentionVariant>& attention_variants();
@@ -80,10 +87,10 @@ const AttentionVariant& attention_variant(const std::string& name, const std::st
 //   - help not empty, make set; traits.class_attention "softmax" or "sima";
 //   - options: each key not empty, not "type", once in the row; type one of bool, integer,
 //     number, string; help, valid, read, write, validate set; write() of the default
-//     AttentionOptions a JSON value of that type. A key another row reads is the same option
-//     (the same AttentionOptions field or owned key), so it must have that row's type and default.
+//     AttentionOptions a JSON value of that type. A key another row reads is the same option,
+//     so it must have that row's type and default.
 // A variant from outside reads keys of the built-in rows (their specs) and keys of its own
-// (own_option), and counts its parameters with extra_parameters.
+// (own_option), counts its parameters with extra_parameters and its exp() with exp_calls.
 // Not thread-safe: register at the start of main(), before any thread reads the table.
 void register_attention_variant(AttentionVariant row);
 
@@ -117,8 +124,9 @@ AttentionOptionSpec own_option(const std::string& key, T fallback, Rule<T> rule,
   return s;
 }
 
-// The value of option `key` of opt's variant (a field or an owned key, its default when unset),
-// or a sima::Error naming the variant and the keys it reads.
+// The value of option `key` of opt's variant (its default when unset), or a sima::Error naming
+// the variant and the keys it reads. A lookup in the table: modules call it in their
+// constructors, never per forward.
 template <class T>
 T attention_option(const AttentionOptions& opt, const std::string& key) {
   const AttentionVariant& row = attention_variant(opt.variant);
@@ -127,6 +135,9 @@ T attention_option(const AttentionOptions& opt, const std::string& key) {
         ")");
   return json_value<T>(s->write(opt), "attention." + key);
 }
+
+// The exp() evaluations of one core forward of opt's variant (its row's exp_calls, else 0).
+int64_t attention_exp_calls(const AttentionOptions& opt, int64_t B, int64_t N, int64_t H = 0, int64_t W = 0);
 
 // The parameters opt's variant adds to qkv and proj (its row's extra_parameters, else 0).
 double attention_extra_parameters(const AttentionOptions& opt);

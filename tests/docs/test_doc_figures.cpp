@@ -193,7 +193,7 @@ TEST_CASE("attention_costs.md §2: the GFLOP figures are in the bench records or
     o.variant = "sima";
     o.dim = 192;
     o.num_heads = 3;
-    o.order = order;
+    o.with("order", order);
     auto attn = make_attention(o);
     const int64_t before = gemm_flops();
     attn->forward(x);

@@ -60,10 +60,10 @@ TEST_CASE("budget: every attention variant and its parameter-carrying options co
       if (c.arch == "xcit" && std::string(v) != "softmax" && std::string(v) != "sima") c.cls_attn_variant = "softmax";
       check_count(c, std::string(arch) + " " + v);
       const std::string var = v;
-      if (var == "relu") c.attention.qk_norm = true, c.attention.qk_norm_bias = true, c.attention.gate = true;
-      if (var == "soft") c.attention.v_conv = 3, c.attention.bottleneck = "conv", c.attention.sr = c.arch == "cvt" ? 1 : 2;
-      if (var == "nystromformer") c.attention.conv_kernel_size = 3;
-      if (var == "linformer") c.attention.sharing = "none", c.attention.proj_len = 5;
+      if (var == "relu") c.attention.with("qk_norm", true).with("qk_norm_bias", true).with("gate", true);
+      if (var == "soft") c.attention.with("v_conv", 3).with("bottleneck", "conv").with("sr", c.arch == "cvt" ? 1 : 2);
+      if (var == "nystromformer") c.attention.with("conv_kernel_size", 3);
+      if (var == "linformer") c.attention.with("sharing", "none").with("proj_len", 5);
       check_count(c, std::string(arch) + " " + v + " with options");
       if (var == "soft")  // CvT's last stage (the class token's) or every block of DeiT and XCiT as softmax
         for (int64_t most : {5, 65, 1000}) {
@@ -71,7 +71,7 @@ TEST_CASE("budget: every attention variant and its parameter-carrying options co
           check_count(c, std::string(arch) + " soft, softmax_max_tokens " + std::to_string(most));
         }
       if (var == "soft") c.attention = attention_options_from_json({{"softmax_max_tokens", 0}}, c.attention);
-      if (var == "linformer") c.attention.sharing = "kv";
+      if (var == "linformer") c.attention.with("sharing", "kv");
       c.distilled = true, c.layer_scale_init = 0.1f, c.patch_embed = "conv_stem";
       c.num_classes = 0, c.qkv_bias = false, c.mlp_ratio = 2.5f;
       if (c.arch == "deit") c.num_classes = 3;  // DeiT needs a head

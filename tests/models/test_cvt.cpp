@@ -12,7 +12,7 @@
 #include "core/parallel.h"
 #include "models/cvt.h"
 #include "nn/attention/sima.h"
-#include "nn/attention/soft.h"
+#include "nn/attention/soft_gaussian.h"
 #include "nn/attention/variants.h"
 
 using namespace sima;
@@ -294,8 +294,8 @@ TEST_CASE("variant options pass through: relu gate and qk_norm, soft avgpool, xc
   cfg.stage_drop_path = {0.f, 0.f};
   cfg.stage_stride_kv = {2, 2};
   cfg.attention.variant = "relu";
-  cfg.attention.gate = true;
-  cfg.attention.qk_norm = true;
+  cfg.attention.with("gate", true);
+  cfg.attention.with("qk_norm", true);
   CvT m(cfg);
   auto p = params_by_name(m);
   CHECK(p.count("stage1.blocks.0.attn.core.gate.weight") == 1);
@@ -309,7 +309,7 @@ TEST_CASE("variant options pass through: relu gate and qk_norm, soft avgpool, xc
   cfg.attention.variant = "xca";
   CHECK(params_by_name(CvT(cfg)).count("stage0.blocks.0.attn.core.temperature") == 1);
   cfg.attention.variant = "soft";
-  cfg.attention.bottleneck = "avgpool";
+  cfg.attention.with("bottleneck", "avgpool");
   CvT soft(cfg);
   CHECK(params_by_name(soft).count("stage0.blocks.0.attn.proj_k.weight") == 0);
   CHECK(all_finite(soft.forward(randn({2, 3, 32, 32}))));
@@ -430,10 +430,10 @@ TEST_CASE("SOFT core with a cls token = Pᵀ A⁻¹ P v with landmarks from the 
   opt.variant = "soft";
   opt.dim = h * d;
   opt.num_heads = h;
-  opt.bottleneck = "avgpool";
-  opt.nr_iters = 30;
-  opt.ridge = 0.f;  // the plain inverse and no v conv: the formula below
-  opt.v_conv = 0;
+  opt.with("bottleneck", "avgpool");
+  opt.with("nr_iters", 30);
+  opt.with("ridge", 0.f);  // the plain inverse and no v conv: the formula below
+  opt.with("v_conv", 0);
   opt.projections = false;
   SoftAttention core(opt);
   Tensor q = mul(randn_leaf({B, h, N, d}, 31, false), 0.5f), v = randn_leaf({B, h, N, d}, 32, false);
@@ -564,7 +564,7 @@ TEST_CASE("bad configs are errors naming the field") {
   c = base;
   c.attention.variant = "soft";
   c.img_size = 16;  // grids 8, 4, 2; sr 4 needs 4
-  c.attention.sr = 4;
+  c.attention.with("sr", 4);
   fails_with(c, "stage 2 a 2x2 token grid, smaller than the soft attention's options allow (side >= 4");
   c = base;
   c.attention.variant = "reformer";

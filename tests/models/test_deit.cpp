@@ -23,7 +23,7 @@ ModelConfig tiny_deit(const std::string& variant = "softmax") {
   c.depth = 2;
   c.num_heads = 2;
   c.attention.variant = variant;
-  if (variant == "nystromformer") c.attention.num_landmarks = 4;  // <= the 17 tokens
+  if (variant == "nystromformer") c.attention.with("num_landmarks", 4);  // <= the 17 tokens
   return c;
 }
 }  // namespace

@@ -1,7 +1,8 @@
 // register_attention_variant (nn/attention/variants.h): a row added from outside the built-in
 // table is seen by make_attention, the model config reader, a DeiT built from JSON, the
 // config reference and the checkpoint round trip; a row with parameters and an option key of
-// its own is parsed, validated, counted by the budget, listed and trained with no other change;
+// its own is parsed, validated, counted by the budget, its exp() counted by its row, listed and
+// trained with no other change;
 // a bad row is refused with an error naming what is wrong and the table stays as it was.
 #include "testing.h"
 
@@ -10,6 +11,7 @@
 #include "core/ops.h"
 #include "models/budget.h"
 #include "models/io/checkpoint.h"
+#include "models/model.h"
 #include "models/registry.h"
 #include "nn/attention/variants.h"
 #include "train/config/experiment_config.h"
@@ -32,10 +34,12 @@ std::string error_of(const std::function<void()>& f) {
 // out = v · N^-alpha: the smallest core, enough to tell the rows apart (and it reads "alpha").
 class ValueOnlyAttention : public Attention {
  public:
-  explicit ValueOnlyAttention(const AttentionOptions& opt) : Attention(opt, "ValueOnlyAttention") {}
+  explicit ValueOnlyAttention(const AttentionOptions& opt)
+      : Attention(opt, "ValueOnlyAttention"), alpha(attention_option<float>(opt, "alpha")) {}
   Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override {
-    return mul(v, std::pow(float(v.size(2)), -opt_.alpha));
+    return mul(v, std::pow(float(v.size(2)), -alpha));
   }
+  const float alpha;
 };
 
 AttentionVariant value_only_row(const std::string& name) {
@@ -47,15 +51,17 @@ AttentionVariant value_only_row(const std::string& name) {
   return row;
 }
 
-// out = g_h · v with a learned gain per head: a parameter of its own, (h, 1, 1), starting at
-// the value of an option key of its own, "gain_init" (no AttentionOptions field has it).
+// out = exp(g_h) · v with a learned log-gain per head: a parameter of its own, (h, 1, 1),
+// starting at the value of an option key of its own, "gain_init", and h exp() per forward, which
+// its row counts (exp_calls).
 class HeadGainAttention : public Attention {
  public:
   explicit HeadGainAttention(const AttentionOptions& opt) : Attention(opt, "HeadGainAttention") {
     gain = register_parameter("gain", full({opt.num_heads, 1, 1}, attention_option<float>(opt, "gain_init")));
   }
   Tensor core(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, int64_t W) override {
-    return mul(v, gain);  // (B, h, N, d) · (h, 1, 1)
+    exp_calls_ += gain.numel();
+    return mul(v, exp(gain));  // (B, h, N, d) · (h, 1, 1)
   }
   Tensor gain;
 };
@@ -63,16 +69,17 @@ class HeadGainAttention : public Attention {
 AttentionVariant head_gain_row() {
   AttentionVariant row;
   row.name = "head_gain";
-  row.help = "out = g_h v, a learned gain per head (a test row with an option and parameters of its own)";
+  row.help = "out = exp(g_h) v, a learned gain per head (a test row with an option, parameters and exp() of its own)";
   row.make = [](const AttentionOptions& o) { return std::make_shared<HeadGainAttention>(o); };
   row.options = {own_option<float>("gain_init", 0.5f, above(0.f), "head_gain: the gains' starting value")};
   row.extra_parameters = [](const AttentionOptions& o) { return double(o.num_heads); };  // gain (h, 1, 1)
+  row.exp_calls = [](const AttentionOptions& o, int64_t, int64_t, int64_t, int64_t) { return o.num_heads; };
   return row;
 }
 
 }  // namespace
 
-TEST_CASE("a registered variant with an option key and parameters of its own: config, budget, reference, training") {
+TEST_CASE("a registered variant with an option key, parameters and exp() of its own: config, budget, exp count, reference, training") {
   register_attention_variant(head_gain_row());
   const json model = json::parse(R"({"arch": "deit", "img_size": 8, "patch_size": 4, "embed_dim": 8, "depth": 2,
                                      "num_heads": 2, "num_classes": 3, "attention": {"type": "head_gain"}})");
@@ -106,6 +113,13 @@ TEST_CASE("a registered variant with an option key and parameters of its own: co
   for (auto& [name, p] : net->named_parameters()) gains += name.find("attn.gain") != std::string::npos;
   CHECK(gains == 2);  // one per block
 
+  // exp(): the row's count, as the module counts it in one forward.
+  AttentionOptions layer = trunk_attention_options(c, 5);
+  auto attn = make_attention(layer);
+  attn->forward(randn({3, 5, 8}), 2, 2);
+  CHECK(attn->exp_calls() == 2);
+  CHECK(attention_exp_calls(layer, 3, 5, 2, 2) == 2);
+
   // --config-reference: the key with its type, default, help and reader.
   const std::string ref = config_reference_markdown();
   CHECK(ref.find("gain_init") != std::string::npos);
@@ -138,14 +152,14 @@ TEST_CASE("a registered variant: factory, model config, DeiT forward/backward, c
   o.num_heads = 2;
   auto attn = make_attention(o);
   CHECK(dynamic_cast<ValueOnlyAttention*>(attn.get()) != nullptr);
-  o.norm = "l2";  // a key of another row, not read by this one
+  o.own["norm"] = "l2";  // a key of another row, not read by this one
   CHECK(error_of([&] { make_attention(o); }).find("does not read option norm") != std::string::npos);
 
   json j = json::parse(R"({"arch": "deit", "img_size": 8, "patch_size": 4, "embed_dim": 8, "depth": 1,
                            "num_heads": 2, "num_classes": 3, "attention": {"type": "value_only", "alpha": 0.5}})");
   ModelConfig c = config_from_json(j);
   CHECK(c.attention.variant == "value_only");
-  CHECK(c.attention.alpha == 0.5f);
+  CHECK(attention_option<float>(c.attention, "alpha") == 0.5f);
   CHECK(config_to_json(c)["attention"] == json::parse(R"({"type": "value_only", "alpha": 0.5})"));
   json bad = j;
   bad["attention"]["order"] = "qk_first";

@@ -8,6 +8,7 @@
 
 #include "models/io/checkpoint.h"
 #include "models/registry.h"
+#include "nn/attention/variants.h"
 #include "models/io/safetensors.h"
 
 using namespace sima;
@@ -64,7 +65,7 @@ TEST_CASE("JSON: a model from an object, from a name plus overrides, and the rou
   CHECK(c.arch == "deit");
   CHECK(c.embed_dim == 16);
   CHECK(c.attention.variant == "sima");
-  CHECK(c.attention.order == "kv_first");
+  CHECK(attention_option<std::string>(c.attention, "order") == "kv_first");
   CHECK(create_model(j)->forward(randn({1, 3, 16, 16})).shape() == Shape{1, 7});
 
   ModelConfig o = config_from_json(json::parse(R"({"name": "xcit_nano_12_p4_32", "depth": 2, "attention": {"type": "sima"}})"));

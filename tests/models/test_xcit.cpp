@@ -36,7 +36,7 @@ ModelConfig tiny_config(const std::string& variant = "xca") {
   c.eta = 1.f;
   c.tokens_norm = true;
   c.attention.variant = variant;
-  if (variant == "nystromformer") c.attention.num_landmarks = 4;  // <= the 16 tokens
+  if (variant == "nystromformer") c.attention.with("num_landmarks", 4);  // <= the 16 tokens
   return c;
 }
 

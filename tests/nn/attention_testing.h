@@ -7,6 +7,7 @@
 
 #include "core/parallel.h"
 #include "nn/attention/attention.h"
+#include "nn/attention/variants.h"
 #include "nn/init.h"
 #include "testing.h"
 
@@ -19,6 +20,15 @@ inline AttentionOptions attention_options(const std::string& variant, int64_t di
   o.dim = dim;
   o.num_heads = heads;
   return o;
+}
+
+// Sets option `key` of o's variant without the row's check (AttentionOptions::with refuses a bad
+// value), so that a test can give a constructor the bad values it checks itself; a value equal
+// to the row's default is left out of o.own, as with() leaves it.
+inline void set_unchecked(AttentionOptions& o, const std::string& key, const nlohmann::json& value) {
+  const AttentionOptionSpec* s = attention_variant(o.variant).option(key);
+  if (s && s->write(AttentionOptions{}) == value) o.own.erase(key);
+  else o.own[key] = value;
 }
 
 // Sets every Linear weight and bias of an attention module to N(0, std²) from a seeded stream,

@@ -26,7 +26,7 @@ TEST_CASE("every variant builds by name and runs forward and backward, h = 1 and
       opt.variant = v;
       opt.dim = 16;
       opt.num_heads = heads;
-      if (v == "nystromformer") opt.num_landmarks = 4;  // <= N = 16 (the default 64 is for N >= 64)
+      if (v == "nystromformer") opt.with("num_landmarks", 4);  // <= N = 16 (the default 64 is for N >= 64)
       opt.num_tokens = 16;  // linformer's N
       auto attn = make_attention(opt);
       CHECK(attn->head_dim() == 16 / heads);
@@ -43,19 +43,20 @@ TEST_CASE("every variant builds by name and runs forward and backward, h = 1 and
     }
 }
 
-TEST_CASE("exp counts per image match the paper's #exp column") {
+TEST_CASE("exp counts per image match the paper's #exp column, counted and by the row") {
   const int64_t B = 2, N = 16, C = 16, h = 2, d = C / h;
   auto count = [&](const std::string& v, const std::string& reweight = "none") {
     AttentionOptions opt;
     opt.variant = v;
-    opt.reweight = reweight;  // cosformer only
+    if (v == "cosformer") opt.with("reweight", reweight);
     opt.dim = C;
     opt.num_heads = h;
-    if (v == "nystromformer") opt.num_landmarks = 4;
+    if (v == "nystromformer") opt.with("num_landmarks", 4);
     opt.num_tokens = N;  // linformer, with proj_len k = N / 4
     auto attn = make_attention(opt);
     NoGradGuard ng;
     attn->forward(randn({B, N, C}), 4, 4);
+    CHECK(attention_exp_calls(opt, B, N, 4, 4) == attn->exp_calls());  // the row's count, the same column
     return attn->exp_calls() / B;
   };
   CHECK(count("softmax") == h * N * N);
@@ -86,19 +87,23 @@ TEST_CASE("bad variant names and options are clear errors") {
   CHECK_THROWS_WITH_AS(make_attention(opt), ("attention variant 'reformer' is unknown (allowed: " + names + ")").c_str(),
                        Error);
   opt.variant = "sima";
-  opt.norm = "l3";
+  CHECK_THROWS_AS(opt.with("norm", "l3"), Error);  // the row checks the value as it is set
+  opt.own["norm"] = "l3";                          // set around the row: the factory checks it
   CHECK_THROWS_AS(make_attention(opt), Error);
-  opt.norm = "l1";
-  opt.order = "sideways";
+  opt.with("norm", "l1");
+  CHECK_THROWS_AS(opt.with("order", "sideways"), Error);
+  opt.own["order"] = "sideways";
   CHECK_THROWS_AS(make_attention(opt), Error);
-  opt.order = "auto";
+  opt.with("order", "auto");
   opt.num_heads = 3;
   CHECK_THROWS_WITH_AS(make_attention(opt), doctest::Contains("num_heads 3 does not divide dim 16"), Error);
   opt.num_heads = 4;
   opt.variant = "relu";
-  opt.fn = "swish";
+  opt.own = nlohmann::json::object();
+  CHECK_THROWS_AS(opt.with("fn", "swish"), Error);
+  opt.own["fn"] = "swish";
   CHECK_THROWS_AS(make_attention(opt), Error);
-  opt.fn = "relu";
+  opt.own = nlohmann::json::object();
   opt.variant = "soft";
   auto soft = make_attention(opt);
   CHECK_THROWS_AS(soft->forward(randn({1, 16, 16})), Error);  // SOFT needs the grid
@@ -174,7 +179,7 @@ TEST_CASE("projections = false: no qkv/proj parameters, core usable, forward a c
     opt.num_heads = 2;
     opt.num_tokens = 16;  // linformer's N
     opt.projections = false;
-    if (v == "nystromformer") opt.num_landmarks = 4;
+    if (v == "nystromformer") opt.with("num_landmarks", 4);
     auto attn = make_attention(opt);
     CHECK_FALSE(attn->qkv);
     for (auto& [n, t] : attn->named_parameters()) {

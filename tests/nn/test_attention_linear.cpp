@@ -81,7 +81,7 @@ AttentionOptions small_options(const std::string& variant) {
 
 std::shared_ptr<Attention> make(const std::string& variant, const std::string& reweight = "none") {
   AttentionOptions o = small_options(variant);
-  o.reweight = reweight;
+  if (variant == "cosformer" || reweight != "none") set_unchecked(o, "reweight", reweight);  // bad ones too
   if (variant == "linear_elu") return std::make_shared<LinearEluAttention>(o);
   return std::make_shared<CosformerAttention>(o);
 }
@@ -214,6 +214,7 @@ TEST_CASE("linear attention: the qk hook sees q and k, errors name the culprit")
   AttentionOptions o = small_options("linear_elu");
   o.attn_drop = 0.1f;
   CHECK(error_message([&] { LinearEluAttention a(o); }).find("LinearEluAttention: attn_drop") != std::string::npos);
+  o.variant = "cosformer";  // the options of the cosformer row, which reads reweight
   CHECK(error_message([&] { CosformerAttention a(o); }).find("CosformerAttention: attn_drop") != std::string::npos);
   Tensor q = randn({1, 2, 3, 4}), k = randn({1, 2, 3, 5});
   CHECK(error_message([&] { linear_attention(q, k, q, FeatureMap::Relu); }).find("linear_attention") != std::string::npos);

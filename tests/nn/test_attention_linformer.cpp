@@ -64,8 +64,8 @@ void for_each_case(F&& f) {
 AttentionOptions lin_options(int64_t N, int64_t kl = 3, const std::string& sharing = "headwise") {
   AttentionOptions o = attention_options("linformer", 8, 2);
   o.num_tokens = N;
-  o.proj_len = kl;
-  o.sharing = sharing;
+  set_unchecked(o, "proj_len", kl);
+  set_unchecked(o, "sharing", sharing);
   return o;
 }
 
@@ -214,7 +214,7 @@ TEST_CASE("LinformerAttention compress = input (fairseq's order): without a qkv 
     AttentionOptions o = lin_options(5, 3, sharing);
     o.qkv_bias = false;
     LinformerAttention a(o);
-    o.compress = "input";
+    o.with("compress", "input");
     LinformerAttention b(o);
     randomize_parameters(a, 71, 0.4f);
     b.load_state_dict(a.state_dict());
@@ -237,7 +237,7 @@ TEST_CASE("LinformerAttention compress = input (fairseq's order): without a qkv 
 TEST_CASE("LinformerAttention compress = input with the qkv bias: differs from kv by the bias, gradcheck") {
   AttentionOptions o = lin_options(5, 3);
   LinformerAttention a(o);
-  o.compress = "input";
+  o.with("compress", "input");
   LinformerAttention b(o);
   randomize_parameters(a, 81, 0.4f);
   b.load_state_dict(a.state_dict());
@@ -247,7 +247,7 @@ TEST_CASE("LinformerAttention compress = input with the qkv bias: differs from k
     CHECK(max_abs_diff(a.forward(x), b.forward(x)) > 1e-2f);  // E (xW + 1bᵀ) ≠ (E x) W + 1bᵀ
   }
   gradcheck_module(b, x);
-  o.sharing = "kv";
+  o.with("sharing", "kv");
   LinformerAttention kv(o);
   randomize_parameters(kv, 83, 0.4f);
   gradcheck_module(kv, x);
@@ -259,17 +259,17 @@ TEST_CASE("linformer: errors name the culprit") {
   CHECK(error_message([] { LinformerAttention a(lin_options(5, 2, "layer")); }).find("sharing = 'layer'") !=
         std::string::npos);
   AttentionOptions o = lin_options(5, 2, "none");
-  o.compress = "input";
+  o.with("compress", "input");
   CHECK(error_message([&] { LinformerAttention a(o); }).find("sharing = 'none'") != std::string::npos);
-  o.sharing = "headwise";
+  o.with("sharing", "headwise");
   o.projections = false;
   CHECK(error_message([&] { LinformerAttention a(o); }).find("needs projections") != std::string::npos);
-  o.compress = "x";
+  set_unchecked(o, "compress", "x");
   CHECK(error_message([&] { LinformerAttention a(o); }).find("compress = 'x'") != std::string::npos);
   for (const std::string compress : {"kv", "input"}) {
     CAPTURE(compress);
     AttentionOptions c = lin_options(5);
-    c.compress = compress;
+    c.with("compress", compress);
     LinformerAttention m(c);
     const std::string e = error_message([&] { m.forward(randn({1, 4, 8})); });
     CHECK(e.find("num_tokens = 5") != std::string::npos);

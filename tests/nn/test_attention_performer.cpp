@@ -37,8 +37,8 @@ Tensor favor_composed(const Tensor& q, const Tensor& k, const Tensor& v, const T
 
 AttentionOptions performer_options(int64_t C, int64_t h, int64_t m = 0, int64_t interval = 1000) {
   AttentionOptions o = attention_options("performer", C, h);
-  o.nb_features = m;
-  o.redraw_interval = interval;
+  o.with("nb_features", m);
+  o.with("redraw_interval", interval);
   return o;
 }
 
@@ -149,7 +149,7 @@ TEST_CASE("PerformerAttention: gradcheck w.r.t. x and every parameter (eval, sma
   for (int64_t h : {1, 2}) {
     CAPTURE(h);
     AttentionOptions o = performer_options(8, h, 6);
-    o.feature_eps = 1e-7f;
+    o.with("feature_eps", 1e-7f);
     PerformerAttention attn(o);
     randomize_linears(attn, 3);
     attn.eval();
@@ -213,7 +213,7 @@ TEST_CASE("PerformerAttention: layers draw different features; feature_seed chan
   AttentionOptions o = performer_options(8, 2, 5);
   PerformerAttention a_again(o);
   CHECK(values(a_again.projection_matrix) == values(a.projection_matrix));
-  o.feature_seed = 1;
+  o.with("feature_seed", 1);
   manual_seed(11);
   PerformerAttention a_seed1(o);
   CHECK(a_seed1.module_seed.item() == a.module_seed.item());
@@ -248,10 +248,10 @@ TEST_CASE("PerformerAttention: errors name the option or shape and what is valid
     set(o);
     CHECK(error_message([&] { PerformerAttention a(o); }).find(what) != std::string::npos);
   };
-  bad([](AttentionOptions& o) { o.nb_features = -1; }, "nb_features = -1");
-  bad([](AttentionOptions& o) { o.redraw_interval = -5; }, "redraw_interval = -5");
-  bad([](AttentionOptions& o) { o.ortho_scaling = 2; }, "ortho_scaling = 2");
-  bad([](AttentionOptions& o) { o.feature_eps = 0.f; }, "feature_eps");
+  bad([](AttentionOptions& o) { o.own["nb_features"] = -1; }, "nb_features = -1");
+  bad([](AttentionOptions& o) { o.own["redraw_interval"] = -5; }, "redraw_interval = -5");
+  bad([](AttentionOptions& o) { o.own["ortho_scaling"] = 2; }, "ortho_scaling = 2");
+  bad([](AttentionOptions& o) { o.own["feature_eps"] = 0.f; }, "feature_eps");
   bad([](AttentionOptions& o) { o.attn_drop = 0.1f; }, "attn_drop");
   PerformerAttention attn(performer_options(8, 2, 5));
   Tensor q = randn({1, 2, 4, 3});

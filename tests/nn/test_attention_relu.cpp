@@ -44,10 +44,10 @@ const std::vector<Case> kCases = {{2, 2, 5, 4}, {2, 1, 3, 6}, {1, 3, 5, 4}, {2, 
 
 AttentionOptions small_options(const std::string& fn, bool qk_norm, bool gate, float alpha = 1.f) {
   AttentionOptions o = attention_options("relu", 8, 2);
-  o.fn = fn;
-  o.alpha = alpha;
-  o.qk_norm = qk_norm;
-  o.gate = gate;
+  set_unchecked(o, "fn", fn);  // bad ones too: the constructor's checks
+  set_unchecked(o, "alpha", alpha);
+  o.with("qk_norm", qk_norm);
+  o.with("gate", gate);
   return o;
 }
 
@@ -216,7 +216,7 @@ TEST_CASE("ReluAttention: module == composed (qkv, qk LayerNorm, core, gate on x
 
 TEST_CASE("ReluAttention: qk_norm_bias = false is Flax's normalize_qk (scale only): names, composed, gradcheck") {
   AttentionOptions o = small_options("relu", true, false);
-  o.qk_norm_bias = false;
+  o.with("qk_norm_bias", false);
   auto m = std::make_shared<ReluAttention>(o);
   randomise(*m, 53);
   std::vector<std::string> names;

@@ -34,8 +34,8 @@ const char* name(SimaNorm n) { return n == SimaNorm::L1 ? "l1" : n == SimaNorm::
 std::shared_ptr<SimaAttention> make_sima(int64_t dim, int64_t heads, const std::string& norm = "l1",
                                          const std::string& order = "auto") {
   AttentionOptions o = attention_options("sima", dim, heads);
-  o.norm = norm;
-  o.order = order;
+  set_unchecked(o, "norm", norm);  // bad ones too: the constructor's checks
+  set_unchecked(o, "order", order);
   return std::make_shared<SimaAttention>(o);
 }
 
@@ -298,9 +298,10 @@ TEST_CASE("SimaAttention / sima_attention: bad options and shapes are sima::Erro
   CHECK(m2.find("order") != std::string::npos);
   CHECK(m2.find("auto, qk_first, kv_first") != std::string::npos);
   AttentionOptions o;
+  o.variant = "sima";
   o.dim = 8;
   o.num_heads = 2;
-  o.eps = 0.f;
+  o.own["eps"] = 0.f;  // around the row's check: the constructor's own
   CHECK(error_message([&] { SimaAttention a(o); }).find("eps") != std::string::npos);
   Tensor q = randn({1, 2, 3, 4}), k4 = randn({1, 2, 3, 5}), v = randn({1, 2, 3, 4});
   CHECK(error_message([&] { sima_attention(q, k4, v); }).find("sima_attention") != std::string::npos);

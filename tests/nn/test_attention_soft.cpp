@@ -1,8 +1,8 @@
-// SOFT attention (nn/attention/soft.h): the fused Gaussian kernel and Newton–Raphson ops
+// SOFT attention (nn/attention/soft_gaussian.h): the fused Gaussian kernel and Newton–Raphson ops
 // against hand-worked values, gradchecks and their compositions of core ops; the module's
 // gradchecks (input and every parameter, both bottlenecks, one and several heads), its
 // composed oracle, its exp count and its errors.
-#include "nn/attention/soft.h"
+#include "nn/attention/soft_gaussian.h"
 
 #include <cmath>
 #include <string>
@@ -53,17 +53,17 @@ Tensor v_conv_composed(const Tensor& v, const Tensor& weight, int64_t H, int64_t
 AttentionOptions soft_options(int64_t C, int64_t h, const std::string& bottleneck, int64_t sr = 2,
                               int64_t iters = 20) {
   AttentionOptions o = attention_options("soft", C, h);
-  o.bottleneck = bottleneck;
-  o.sr = sr;
-  o.nr_iters = iters;
+  set_unchecked(o, "bottleneck", bottleneck);
+  set_unchecked(o, "sr", sr);
+  set_unchecked(o, "nr_iters", iters);
   return o;
 }
 
 // The first SOFT module: no ridge, no v conv, backward through the iterations.
 AttentionOptions legacy(AttentionOptions o) {
-  o.ridge = 0.f;
-  o.v_conv = 0;
-  o.nr_backward = "unrolled";
+  o.with("ridge", 0.f);
+  o.with("v_conv", 0);
+  o.with("nr_backward", "unrolled");
   return o;
 }
 
@@ -73,7 +73,7 @@ AttentionOptions legacy(AttentionOptions o) {
 // is amplified by ‖A†‖ in every oracle. So the conv bottleneck is tested with d = 8 (after
 // LayerNorm and GELU, tokens of d = 4 often nearly coincide), avgpool with a wider q.
 std::shared_ptr<SoftAttention> make_soft(const AttentionOptions& opt, uint64_t seed = 5) {
-  const float qkv_std = opt.bottleneck == std::string("avgpool") ? 1.f : 0.4f;
+  const float qkv_std = attention_option<std::string>(opt, "bottleneck") == "avgpool" ? 1.f : 0.4f;
   auto m = std::make_shared<SoftAttention>(opt);
   Generator g(seed);
   for (auto& [name, p] : m->named_parameters()) {
@@ -286,13 +286,13 @@ TEST_CASE("SoftAttention core: hand-worked value (avgpool, d = 1)") {
   CHECK(attn.exp_calls() == 1 * 1 + 1 * 4);
   // The official ridge: A⁺ = (1 + 0.01)⁻¹, so every output is divided by 1.01.
   AttentionOptions o = legacy(soft_options(1, 1, "avgpool"));
-  o.ridge = 0.01f;
+  o.with("ridge", 0.01f);
   SoftAttention ridged(o);
   check_close(ridged.core(q, q, v, 2, 2),
               {0.76825461f / 1.01f, 5.67667642f / 1.01f, 5.67667642f / 1.01f, 0.76825461f / 1.01f}, 1e-5f, 1e-5f);
   // The v conv alone (one head, 1×1 kernel of weight 2): out += 2v.
-  o.ridge = 0.f;
-  o.v_conv = 1;
+  o.with("ridge", 0.f);
+  o.with("v_conv", 1);
   SoftAttention conv(o);
   fill(conv.v_conv->weight, 2.f);
   check_close(conv.core(q, q, v, 2, 2), {2.76825461f, 9.67667642f, 11.67667642f, 8.76825461f}, 1e-5f, 1e-5f);
@@ -302,7 +302,7 @@ TEST_CASE("SoftAttention: v conv with a class token passes the extra token's v t
   // One head, d = 1, 1 + 2×2 tokens, 3×3 conv of all ones (padding 1): on a 2×2 grid every
   // output is the sum of the grid, 2 + 3 + 4 + 5 = 14; the class token gets its v = 1.
   AttentionOptions o = legacy(soft_options(1, 1, "avgpool"));
-  o.v_conv = 3;
+  o.with("v_conv", 3);
   SoftAttention attn(o);
   fill(attn.v_conv->weight, 1.f);
   Tensor v = from_vector({1, 2, 3, 4, 5}, {1, 1, 5, 1});
@@ -323,7 +323,7 @@ TEST_CASE("SoftAttention core == its composition from core ops (forward and grad
       const int64_t d = conv ? 8 : 4, H = 4, W = 6, N = H * W;
       const AttentionOptions opt = soft_options(h * d, h, bottleneck);
       auto attn = make_soft(official ? opt : legacy(opt));
-      const float ridge = attn->options().ridge;
+      const float ridge = attn->settings.ridge;
       Tensor q = mul(randn_leaf({2, h, N, d}, 30 + h), conv ? 1.f : 3.f).detach().requires_grad_();
       Tensor v = randn_leaf({2, h, N, d}, 40 + h);
       const int64_t H_ = H, W_ = W;
@@ -421,13 +421,13 @@ TEST_CASE("SoftAttention: errors name the module, the option and the allowed val
   throws_with([] { SoftAttention a(soft_options(8, 2, "conv", 0)); }, "sr = 0");
   throws_with([] { SoftAttention a(soft_options(8, 2, "conv", 2, -1)); }, "nr_iters");
   AttentionOptions bad = soft_options(8, 2, "conv");
-  bad.v_conv = 4;
+  bad.own["v_conv"] = 4;  // around the row's check: the constructor's own
   throws_with([&] { SoftAttention a(bad); }, "v_conv = 4 must be 0 (none) or an odd kernel size");
   bad = soft_options(8, 2, "conv");
-  bad.ridge = -0.1f;
+  bad.own["ridge"] = -0.1f;  // around the row's check: the constructor's own
   throws_with([&] { SoftAttention a(bad); }, "ridge = -0.1");
   bad = soft_options(8, 2, "conv");
-  bad.nr_backward = "exact";
+  bad.own["nr_backward"] = "exact";  // around the row's check: the constructor's own
   throws_with([&] { SoftAttention a(bad); }, "nr_backward = 'exact' is not one of: inverse, unrolled");
   throws_with([] { newton_inverse(ones({2, 2}), 5, -1.f); }, "ridge");
   auto attn = make_soft(8, 2, "conv");

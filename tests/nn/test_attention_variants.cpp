@@ -67,7 +67,7 @@ TEST_CASE("variants: the traits of the paper's variants") {
   }
   AttentionOptions o;
   o.variant = "soft";
-  o.sr = 3;
+  o.with("sr", 3);
   CHECK(attention_min_grid_side(o) == 3);
   o.variant = "sima";
   CHECK(attention_min_grid_side(o) == 1);
@@ -108,11 +108,12 @@ TEST_CASE("variants: JSON options round-trip through every row, defaults include
   }
   AttentionOptions o = attention_options_from_json(json{{"type", "sima"}, {"norm", "l2"}, {"order", "kv_first"}},
                                                    AttentionOptions{});
-  CHECK(o.norm == "l2");
-  CHECK(o.order == "kv_first");
+  CHECK(attention_option<std::string>(o, "norm") == "l2");
+  CHECK(attention_option<std::string>(o, "order") == "kv_first");
+  CHECK(o.own == json{{"norm", "l2"}, {"order", "kv_first"}});
   // Switching the type resets the options of the old variant to their defaults.
   AttentionOptions back = attention_options_from_json(json{{"type", "softmax"}}, o);
-  CHECK(back.norm == AttentionOptions{}.norm);
+  CHECK(back.own.empty());
   back.dim = 8;
   back.num_heads = 2;
   CHECK(make_attention(back)->options().variant == "softmax");  // nothing of sima's left set
@@ -137,10 +138,10 @@ TEST_CASE("variants: unread keys, unknown types and invalid values are errors na
   o.dim = 8;
   o.num_heads = 2;
   o.variant = "sima";
-  o.eps = -1.f;
+  o.own["eps"] = -1.f;  // set around the row's check (with() would refuse it)
   CHECK(error_of([&] { make_attention(o); }) == "attention variant 'sima': option eps: must be > 0, got -1.0 (valid: > 0)");
-  o.eps = 1e-12f;
-  o.gate = true;
+  o.own.erase("eps");
+  o.own["gate"] = true;
   CHECK(error_of([&] { make_attention(o); }) ==
         "attention variant 'sima' does not read option gate (set to true; it reads: type, norm, order, eps)");
 }
@@ -152,4 +153,47 @@ TEST_CASE("variants: stored configs keep loading: unread keys at their defaults 
   CHECK(drop_unread_default_keys(old) == json{{"type", "softmax"}});
   old["norm"] = "l2";  // not a default: kept, so reading it fails as it should
   CHECK(drop_unread_default_keys(old) == json{{"type", "softmax"}, {"norm", "l2"}});
+}
+
+namespace {
+// One forward of the built module on B images of N = extra + H·W tokens, its exp() count.
+int64_t measured_exp_calls(const AttentionOptions& o, int64_t B, int64_t extra, int64_t H, int64_t W) {
+  auto attn = make_attention(o);
+  attn->reset_exp_calls();
+  attn->forward(randn({B, extra + H * W, o.dim}), H, W);
+  return attn->exp_calls();
+}
+}  // namespace
+
+TEST_CASE("variants: each row's exp_calls equals the exp() its module counts in one forward") {
+  struct Grid {
+    int64_t B, extra, H, W;  // extra: tokens before the grid (a class token)
+  };
+  const std::vector<Grid> grids = {{1, 0, 4, 4}, {2, 1, 3, 5}, {2, 1, 6, 6}};
+  // The rows at their defaults, and the options that change the count.
+  std::vector<std::pair<std::string, json>> cases;
+  for (const AttentionVariant& v : attention_variants()) cases.push_back({v.name, json::object()});
+  cases.push_back({"relu", {{"fn", "gelu"}}});
+  cases.push_back({"relu", {{"fn", "sigmoid"}}});
+  cases.push_back({"relu", {{"fn", "softplus"}}});  // no score above softplus's threshold 20 here
+  cases.push_back({"nystromformer", {{"num_landmarks", 4}}});  // m < N: three softmaxes
+  cases.push_back({"performer", {{"nb_features", 7}}});
+  cases.push_back({"soft", {{"sr", 1}, {"bottleneck", "avgpool"}}});
+  cases.push_back({"linformer", {{"proj_len", 3}, {"compress", "input"}}});
+  for (const auto& [name, options] : cases)
+    for (const Grid& g : grids) {
+      const int64_t N = g.extra + g.H * g.W;
+      CAPTURE(name);
+      CAPTURE(options.dump());
+      CAPTURE(N);
+      json j = options;
+      j["type"] = name;
+      AttentionOptions o;
+      o.dim = 16;
+      o.num_heads = 2;
+      o.num_tokens = N;  // linformer's E, F are built for N
+      o = attention_options_from_json(j, o);
+      CHECK(attention_variant(name).exp_calls);  // every built-in row counts its exp()
+      CHECK(attention_exp_calls(o, g.B, N, g.H, g.W) == measured_exp_calls(o, g.B, g.extra, g.H, g.W));
+    }
 }

@@ -72,7 +72,7 @@ TEST_CASE("Attention::forward_add equals add(residual, forward) for every varian
     opt.variant = v;
     opt.dim = 16;
     opt.num_heads = 2;
-    if (v == "nystromformer") opt.num_landmarks = 4;  // <= N = 16
+    if (v == "nystromformer") opt.with("num_landmarks", 4);  // <= N = 16
     opt.num_tokens = 16;                              // linformer's N
     auto attn = make_attention(opt);
     attn->eval();

@@ -19,7 +19,7 @@ const char* name(SimaNorm n) { return n == SimaNorm::L1 ? "l1" : n == SimaNorm::
 
 std::shared_ptr<SimaAttention> make_sima(int64_t dim, int64_t heads, const std::string& order) {
   AttentionOptions o = attention_options("sima", dim, heads);
-  o.order = order;
+  o.with("order", order);
   return std::make_shared<SimaAttention>(o);
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """results/disclosure.py, claim 5's disclosure column: its facts come from the sources, not from
-typed figures. On the repository: the option defaults of nn/attention/attention.h, the 7×7 + class
+typed figures. On the repository: the option defaults of nn/attention/variant_rows.cpp, the 7×7 + class
 grid of deit_tiny_patch4_28 (models/registry.cpp), each row's counts (SOFT's 9 landmarks and the
 grid row left out, Linformer's k, Performer's m, Nyströmformer's landmarks from its config). On a
 copy of those sources with other values: the facts follow the copy."""
@@ -58,15 +58,16 @@ check("50 tokens" in disclosure.common_line(list(facts.values())), "common line"
 
 # A copy of the sources with another sr, proj_len, image size and landmark count: the facts follow.
 with tempfile.TemporaryDirectory() as tmp:
-    for rel in ("nn/attention/attention.h", "models/registry.cpp"):
+    for rel in ("nn/attention/variant_rows.cpp", "models/registry.cpp"):
         os.makedirs(os.path.join(tmp, os.path.dirname(rel)), exist_ok=True)
         shutil.copy(os.path.join(ROOT, rel), os.path.join(tmp, rel))
     shutil.copytree(os.path.join(ROOT, "configs", "paper"), os.path.join(tmp, "configs", "paper"))
-    h = os.path.join(tmp, "nn/attention/attention.h")
+    h = os.path.join(tmp, "nn/attention/variant_rows.cpp")
     text = open(h).read()
-    check("int64_t sr = 2;" in text and "int64_t proj_len = 0;" in text, "attention.h initialisers moved")
+    sr, proj_len = 'own_option<int64_t>("sr", 2,', 'own_option<int64_t>("proj_len", 0,'
+    check(sr in text and proj_len in text, "variant_rows.cpp declarations moved")
     with open(h, "w") as f:
-        f.write(text.replace("int64_t sr = 2;", "int64_t sr = 3;").replace("int64_t proj_len = 0;", "int64_t proj_len = 5;"))
+        f.write(text.replace(sr, sr.replace("2,", "3,")).replace(proj_len, proj_len.replace("0,", "5,")))
     r = os.path.join(tmp, "models/registry.cpp")
     text = open(r).read()
     with open(r, "w") as f:

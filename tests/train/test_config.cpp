@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "testing.h"
+#include "nn/attention/variants.h"
 #include "train/config/experiment_config.h"
 
 using namespace sima;
@@ -121,7 +122,7 @@ TEST_CASE("config: --set overrides, parsed as JSON or taken as a string") {
   CHECK(c.optimizer.type == "sgd");
   CHECK(c.optimizer.no_weight_decay == std::vector<std::string>{"cls_token"});
   CHECK(c.model.depth == 2);
-  CHECK(c.model.attention.order == "kv_first");
+  CHECK(attention_option<std::string>(c.model.attention, "order") == "kv_first");
   CHECK(has(error_message([&] { apply_override(doc, "train.epoch=5"); }), "--set train.epoch=5: unknown key 'train.epoch'"));
   CHECK(has(error_message([&] { apply_override(doc, "train.epochs"); }), "expected key.path=value"));
   CHECK(has(error_message([&] { apply_override(doc, "train..epochs=1"); }), "empty key"));

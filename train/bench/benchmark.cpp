@@ -96,7 +96,7 @@ AttentionBenchRow bench_attention_run(const AttentionBenchConfig& cfg, const std
     opt.variant = name;
     opt.dim = cfg.dim;
     opt.num_heads = cfg.heads;
-    if (!order.empty()) opt.order = order;
+    if (!order.empty()) opt.with("order", order);
     opt.num_tokens = cfg.tokens;  // linformer: the N its E, F are built for
     auto attn = make_attention(opt);
     Tensor x = randn({cfg.batch, cfg.tokens, cfg.dim});

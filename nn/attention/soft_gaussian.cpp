@@ -5,7 +5,7 @@
 // each: gemm() for the kernel's a bᵀ, small_gemm (core/ops/small_gemm.h, no library call)
 // for the inverse's m×m products. Scratch space comes from the caching allocator, one
 // block per parallel chunk.
-#include "nn/attention/soft.h"
+#include "nn/attention/soft_gaussian.h"
 
 #include <algorithm>
 #include <cmath>
@@ -27,6 +27,7 @@
 #include "core/ops/small_gemm.h"
 #include "core/ops/vmath.h"
 #include "core/parallel.h"
+#include "nn/attention/variants.h"
 #include "nn/init.h"
 
 namespace sima {
@@ -361,43 +362,53 @@ Tensor newton_inverse(const Tensor& A, int64_t iters, float ridge, NewtonBackwar
 }
 
 // ---- SoftAttention ----------------------------------------------------------------
+SoftSettings soft_settings(const AttentionOptions& opt) {
+  return {attention_option<int64_t>(opt, "sr"),
+          attention_option<std::string>(opt, "bottleneck"),
+          attention_option<int64_t>(opt, "nr_iters"),
+          attention_option<float>(opt, "ridge"),
+          attention_option<int64_t>(opt, "v_conv"),
+          parse_newton_backward(attention_option<std::string>(opt, "nr_backward"))};
+}
+
 SoftAttention::SoftAttention(const AttentionOptions& opt)
-    : Attention(opt, "SoftAttention", 2), nr_backward(parse_newton_backward(opt.nr_backward)) {
-  check(opt.sr >= 1, "SoftAttention: option sr = ", opt.sr,
+    : Attention(opt, "SoftAttention", 2), settings(soft_settings(opt)) {
+  const SoftSettings& s = settings;
+  check(s.sr >= 1, "SoftAttention: option sr = ", s.sr,
         " must be >= 1 (kernel = stride of the bottleneck on the token grid)");
-  check(opt.bottleneck == "conv" || opt.bottleneck == "avgpool", "SoftAttention: option bottleneck = '",
-        opt.bottleneck, "' is not one of: conv, avgpool");
-  check(opt.nr_iters >= 0, "SoftAttention: option nr_iters = ", opt.nr_iters,
+  check(s.bottleneck == "conv" || s.bottleneck == "avgpool", "SoftAttention: option bottleneck = '",
+        s.bottleneck, "' is not one of: conv, avgpool");
+  check(s.nr_iters >= 0, "SoftAttention: option nr_iters = ", s.nr_iters,
         " must be >= 0 (Newton–Raphson iterations, default 20)");
-  check(opt.ridge >= 0.f && std::isfinite(opt.ridge), "SoftAttention: option ridge = ", opt.ridge,
+  check(s.ridge >= 0.f && std::isfinite(s.ridge), "SoftAttention: option ridge = ", s.ridge,
         " must be >= 0 (0 = no ridge; the official code uses 0.01)");
-  check(opt.v_conv >= 0 && (opt.v_conv == 0 || opt.v_conv % 2 == 1), "SoftAttention: option v_conv = ",
-        opt.v_conv, " must be 0 (none) or an odd kernel size (the official models use 9, 5, 3)");
-  if (opt.v_conv > 0) {
+  check(s.v_conv >= 0 && (s.v_conv == 0 || s.v_conv % 2 == 1), "SoftAttention: option v_conv = ",
+        s.v_conv, " must be 0 (none) or an odd kernel size (the official models use 9, 5, 3)");
+  if (s.v_conv > 0) {
     // The official use_conv: Conv2d(h, h, k, padding k/2, groups h, no bias), PyTorch's init.
-    const int k = static_cast<int>(opt.v_conv), h = static_cast<int>(opt.num_heads);
+    const int k = static_cast<int>(s.v_conv), h = static_cast<int>(opt.num_heads);
     v_conv = register_module("v_conv", std::make_shared<Conv2d>(h, h, k, 1, k / 2, h, /*bias=*/false));
   }
-  if (opt.bottleneck == "conv") {
+  if (s.bottleneck == "conv") {
     const int64_t d = head_dim();
     // The official Qlandmark_op (Conv2d(d, d, sr, stride sr, bias=False), shared by the
     // heads) and Qnorm_act (LayerNorm(d), then GELU), with PyTorch's default init.
-    q_conv = register_module("q_conv", std::make_shared<Conv2d>(d, d, static_cast<int>(opt.sr),
-                                                                 static_cast<int>(opt.sr), 0, 1, /*bias=*/false));
+    q_conv = register_module("q_conv", std::make_shared<Conv2d>(d, d, static_cast<int>(s.sr),
+                                                                 static_cast<int>(s.sr), 0, 1, /*bias=*/false));
     norm = register_module("norm", std::make_shared<LayerNorm>(d, 1e-5f));
   }
 }
 
 Tensor SoftAttention::landmarks(const Tensor& qs, int64_t H, int64_t W) const {
-  const int64_t B = qs.size(0), h = qs.size(1), d = qs.size(3), sr = opt_.sr;
+  const int64_t B = qs.size(0), h = qs.size(1), d = qs.size(3), sr = settings.sr;
   // (B, h, N, d) -> (B·h, d, H, W): every head's q as a d-channel image
   Tensor grid = permute(reshape(qs, {B * h, H, W, d}), {0, 3, 1, 2});
-  Tensor y = opt_.bottleneck == "conv"
+  Tensor y = settings.bottleneck == "conv"
                  ? q_conv->forward(grid)
                  : avg_pool2d(grid, static_cast<int>(sr));  // (B·h, d, H/sr, W/sr)
   const int64_t m = y.size(2) * y.size(3);
   y = permute(reshape(y, {B * h, d, m}), {0, 2, 1});  // (B·h, m, d)
-  if (opt_.bottleneck == "conv") y = gelu(norm->forward(y));
+  if (settings.bottleneck == "conv") y = gelu(norm->forward(y));
   return reshape(y, {B, h, m, d});
 }
 
@@ -423,7 +434,7 @@ Tensor SoftAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, in
         " must both be (B, h, N, d)");
   check(!k.defined() || k.impl() == q.impl(), name,
         ": SOFT shares one projection for q and k; pass k = q (the same tensor) or no k");
-  const int64_t N = q.size(2), d = q.size(3), sr = opt_.sr;
+  const int64_t N = q.size(2), d = q.size(3), sr = settings.sr;
   check(H > 0 && W > 0, name, ": SOFT needs the token grid to build its bottleneck tokens: call ",
         "forward(x, H, W) with the grid of the last H·W of the N = ", N, " tokens (got H = ", H,
         ", W = ", W, ")");
@@ -433,8 +444,8 @@ Tensor SoftAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, in
   check(n_extra >= 0, name, ": token grid H = ", H, ", W = ", W, " has ", H * W, " tokens, more than N = ", N);
   check(H >= sr && W >= sr, name, ": token grid ", H, "x", W, " is smaller than the bottleneck kernel sr = ", sr);
   check(!v_conv || q.size(1) == opt_.num_heads, name, ": q ", q.shape(), " has not the module's ",
-        opt_.num_heads, " heads that the v conv (v_conv = ", opt_.v_conv, ") has channels for");
-  check(opt_.bottleneck != "conv" || d == head_dim(), name, ": head dim ", d, " of q ", q.shape(),
+        opt_.num_heads, " heads that the v conv (v_conv = ", settings.v_conv, ") has channels for");
+  check(settings.bottleneck != "conv" || d == head_dim(), name, ": head dim ", d, " of q ", q.shape(),
         " is not the module's ", head_dim());
 
   // The official scaling: q / d^¼, so ‖q_i − q_j‖²/2 below is ‖·‖²/(2√d) of the unscaled q.
@@ -444,7 +455,7 @@ Tensor SoftAttention::core(const Tensor& q, const Tensor& k, const Tensor& v, in
   Tensor qt = landmarks(grid, H, W);                        // q̃ (B, h, m, d)
   Tensor P = gaussian_kernel(qt, qs, 0.5f, &exp_calls_);    // (B, h, m, N)
   Tensor A = gaussian_kernel(qt, qt, 0.5f, &exp_calls_);    // (B, h, m, m)
-  Tensor A_inv = newton_inverse(A, opt_.nr_iters, opt_.ridge, nr_backward);  // (B, h, m, m)
+  Tensor A_inv = newton_inverse(A, settings.nr_iters, settings.ridge, settings.nr_backward);  // (B, h, m, m)
   Tensor Pv = matmul(P, v);                                 // (B, h, m, d)
   Tensor out = matmul(P, matmul(A_inv, Pv), /*trans_a=*/true);  // Pᵀ (A⁺ P v): (B, h, N, d)
   return v_conv ? add(out, conv_v(v, H, W)) : out;

@@ -1,4 +1,5 @@
-// SOFT: softmax-free attention with a Gaussian kernel, linear in N by Nyström
+// SOFT: softmax-free attention with a Gaussian kernel, linear in N by Nyström (the variant
+// "soft"; its files are named soft_gaussian, apart from softmax_attention's)
 // (Lu et al., "SOFT: Softmax-free Transformer with Linear Complexity", NeurIPS 2021;
 // docs/attention.md §3, §4; official code github.com/fudan-zvg/SOFT, models/softmax_free_transformer.py and
 // SOFT/kernel/inverse.py; derivation in docs/derivations/soft.md).
@@ -49,11 +50,23 @@ NewtonBackward parse_newton_backward(const std::string& name);
 Tensor newton_inverse(const Tensor& A, int64_t iters, float ridge = 0.f,
                       NewtonBackward backward = NewtonBackward::Unrolled);
 
+// The soft row's options (variant_rows.cpp; defaults: the official fudan-zvg/SOFT code,
+// docs/derivations/soft.md), read once: by the module's constructor and the row's parameter,
+// grid and exp() counts.
+struct SoftSettings {
+  int64_t sr;                  // bottleneck kernel = stride on the (H, W) token grid
+  std::string bottleneck;      // conv | avgpool
+  int64_t nr_iters;            // Newton–Raphson iterations for the pseudo-inverse
+  float ridge;                 // iterate on A + ridge·I (0 = none)
+  int64_t v_conv;              // depthwise conv on v added to the output, odd kernel (0 = none)
+  NewtonBackward nr_backward;  // inverse (−Vᵀ G Vᵀ) | unrolled (through the iterations)
+};
+SoftSettings soft_settings(const AttentionOptions& opt);
+
 class SoftAttention : public Attention {
  public:
-  // Uses opt.sr (>= 1), opt.bottleneck (conv | avgpool), opt.nr_iters (>= 0), opt.ridge
-  // (>= 0), opt.v_conv (0 or odd), opt.nr_backward; opt.attn_drop is unused (SOFT has no
-  // attention matrix to drop from).
+  // Uses its row's options (SoftSettings, checked again here for code that builds the class
+  // directly); opt.attn_drop is unused (SOFT has no attention matrix to drop from).
   explicit SoftAttention(const AttentionOptions& opt);
 
   using Attention::forward;
@@ -72,7 +85,7 @@ class SoftAttention : public Attention {
   std::shared_ptr<Conv2d> q_conv;  // null with the avgpool bottleneck
   std::shared_ptr<LayerNorm> norm;
   std::shared_ptr<Conv2d> v_conv;  // (h, 1, k, k) depthwise over the heads; null if v_conv = 0
-  NewtonBackward nr_backward;
+  const SoftSettings settings;
 };
 
 }  // namespace sima
