@@ -32,19 +32,6 @@ namespace {
 using dnnl::memory;
 using dt = memory::data_type;
 
-// One thread for oneDNN while a block runs (as gemm_backend.cpp's): the primitive is made and
-// run for one thread, also when called inside a parallel region.
-class OneOmpThread {
- public:
-  OneOmpThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~OneOmpThread() { omp_set_num_threads(saved_); }
-  OneOmpThread(const OneOmpThread&) = delete;
-  OneOmpThread& operator=(const OneOmpThread&) = delete;
-
- private:
-  int saved_;
-};
-
 // A block's product: op(A) (m×k), op(B) (k×n), C (m×n), leading dimensions as stored.
 struct BlockKey {
   bool ta, tb;

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/flops.h"
+#include "core/ops/dnnl_context.h"  // OneOmpThread
 #include "core/ops/gemm.h"
 
 namespace sima {
@@ -27,20 +28,6 @@ GemmBackend read_backend() {
   check(why.empty(), why);
   return sima_gemm() == "openblas" ? GemmBackend::OpenBlas : GemmBackend::OneDnn;
 }
-
-// dnnl_sgemm threads over omp_get_max_threads() when called outside an active parallel region
-// (and may then split the sum over k, whose rounding would depend on the team). One thread for
-// the call's duration keeps every block single-threaded; the setting is the calling task's own.
-class OneOmpThread {
- public:
-  OneOmpThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~OneOmpThread() { omp_set_num_threads(saved_); }
-  OneOmpThread(const OneOmpThread&) = delete;
-  OneOmpThread& operator=(const OneOmpThread&) = delete;
-
- private:
-  int saved_;
-};
 
 }  // namespace
 
