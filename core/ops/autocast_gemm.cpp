@@ -145,7 +145,45 @@ void gemm_fp16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A
   round_to_fp16(C, C, m * n);
 }
 
+// X stored rows × cols with row stride ld, rounded by `round` (x, y, n) into buf, contiguous.
+template <class T, class Round>
+const T* rounded_rows(std::vector<T>& buf, const float* X, int64_t rows, int64_t cols, int64_t ld, Round round) {
+  if (buf.size() < size_t(rows * cols)) buf.resize(size_t(rows * cols));
+  if (ld == cols) round(X, buf.data(), rows * cols);
+  else
+    for (int64_t r = 0; r < rows; ++r) round(X + r * ld, buf.data() + r * cols, cols);
+  return buf.data();
+}
+
+void bf16_bits(const float* x, uint16_t* y, int64_t n) { floats_to_bf16_bits(x, y, n); }
+void fp16_floats(const float* x, float* y, int64_t n) { round_to_fp16(x, y, n); }
+
 }  // namespace
+
+void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
+                int64_t ldb, float beta, float* C, int64_t ldc) {
+  const AutocastMode mode = autocast_mode();
+  if (mode == AutocastMode::Off || m == 0 || n == 0 || k == 0) {
+    detail::sgemm_block(ta, tb, m, n, k, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;  // as stored
+  const int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
+  if (mode == AutocastMode::BF16) {
+    thread_local std::vector<uint16_t> a16, b16;
+    const uint16_t* a = rounded_rows(a16, A, a_rows, a_cols, lda, bf16_bits);
+    const uint16_t* b = rounded_rows(b16, B, b_rows, b_cols, ldb, bf16_bits);
+    bf16_block({ta, tb, m, n, k, a_cols, b_cols, ldc, beta}, a, b, C);
+    return;
+  }
+  thread_local std::vector<float> a32, b32;  // FP16: the rounded values, as floats
+  const float* a = rounded_rows(a32, A, a_rows, a_cols, lda, fp16_floats);
+  const float* b = rounded_rows(b32, B, b_rows, b_cols, ldb, fp16_floats);
+  if (beta != 0.f)
+    for (int64_t r = 0; r < m; ++r) round_to_fp16(C + r * ldc, C + r * ldc, n);  // what beta adds is float16
+  detail::sgemm_block(ta, tb, m, n, k, a, a_cols, b, b_cols, beta, C, ldc);
+  for (int64_t r = 0; r < m; ++r) round_to_fp16(C + r * ldc, C + r * ldc, n);
+}
 
 void detail::gemm_autocast(AutocastMode mode, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A,
                            const float* B, float beta, float* C) {

@@ -105,6 +105,15 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float*
   gemm_f32(ta, tb, m, n, k, A, B, beta, C);
 }
 
+// One single-threaded product with explicit leading dimensions, at the autocast mode's precision:
+// for kernels that run their own parallel loop over small products and read their operands in
+// place (the packed attention cores, whose q, k, v are column blocks of the qkv Linear's output).
+// Off: detail::sgemm_block, the float32 product, bit for bit. BF16 / FP16: op(A) and op(B) rounded
+// into contiguous copies and the product run as gemm() runs it (FP16 rounds C too, ±inf past
+// 65504); C is written in place with its ldc. The caller counts the flops.
+void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
 // Under bf16 autocast, an operand rounded to bfloat16 once and used by several products: a
 // layer's input and weights, kept by its forward for its backward, and the dy that both of the
 // backward's products read. Without it each product rounds both of its operands again (a

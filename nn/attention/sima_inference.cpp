@@ -58,18 +58,18 @@ void sima_pair(const PairLayout& L, const float* q, const float* k, const float*
       float* ktj = kt + j * d;
       for (int64_t c = 0; c < d; ++c) ktj[c] = kj[c] * ik[c] * iq[c];  // (k / r_k) / r_q
     }
-    detail::sgemm_block(false, true, N, Nkv, d, q, L.ldq, kt, d, 0.f, A, Nkv);  // A = q k̃ᵀ
-    detail::sgemm_block(false, false, N, d, Nkv, A, Nkv, v, L.ldv, 0.f, out, L.ldo);  // out = A v
+    gemm_block(false, true, N, Nkv, d, q, L.ldq, kt, d, 0.f, A, Nkv);  // A = q k̃ᵀ
+    gemm_block(false, false, N, d, Nkv, A, Nkv, v, L.ldv, 0.f, out, L.ldo);  // out = A v
   } else {
     float* M = work;
-    detail::sgemm_block(true, false, d, d, Nkv, k, L.ldk, v, L.ldv, 0.f, M, d);  // M = kᵀ v
+    gemm_block(true, false, d, d, Nkv, k, L.ldk, v, L.ldv, 0.f, M, d);  // M = kᵀ v
     for (int64_t c = 0; c < d; ++c) {
       const float s = ik[c];
       const float t = iq[c];
       float* Mc = M + c * d;
       for (int64_t e = 0; e < d; ++e) Mc[e] = Mc[e] * s * t;  // row c: (kᵀ v / r_k) / r_q
     }
-    detail::sgemm_block(false, false, N, d, d, q, L.ldq, M, d, 0.f, out, L.ldo);  // out = q M
+    gemm_block(false, false, N, d, d, q, L.ldq, M, d, 0.f, out, L.ldo);  // out = q M
   }
 }
 

@@ -59,17 +59,17 @@ Tensor packed_backward(const Packed& L, const Tensor& qkv, const Tensor& norms, 
       column_scale(q, n, qh, N, d, L.cn, L.eps, ld);       // q̂
       column_scale(q + C, n + d, kh, N, d, L.cn, L.eps, ld);  // k̂
       if (L.qk_first) {
-        detail::sgemm_block(false, true, N, N, d, qh, d, kh, d, 0.f, S, N);     // A = q̂ k̂ᵀ, recomputed
-        detail::sgemm_block(true, false, N, d, N, S, N, gp, C, 0.f, dv, ld);    // dv = Aᵀ g
-        detail::sgemm_block(false, true, N, N, d, gp, C, v, ld, 0.f, S, N);     // dA = g vᵀ
-        detail::sgemm_block(false, false, N, d, N, S, N, kh, d, 0.f, dq, ld);   // dq̂ = dA k̂
-        detail::sgemm_block(true, false, N, d, N, S, N, qh, d, 0.f, dk, ld);    // dk̂ = dAᵀ q̂
+        gemm_block(false, true, N, N, d, qh, d, kh, d, 0.f, S, N);     // A = q̂ k̂ᵀ, recomputed
+        gemm_block(true, false, N, d, N, S, N, gp, C, 0.f, dv, ld);    // dv = Aᵀ g
+        gemm_block(false, true, N, N, d, gp, C, v, ld, 0.f, S, N);     // dA = g vᵀ
+        gemm_block(false, false, N, d, N, S, N, kh, d, 0.f, dq, ld);   // dq̂ = dA k̂
+        gemm_block(true, false, N, d, N, S, N, qh, d, 0.f, dk, ld);    // dk̂ = dAᵀ q̂
       } else {
         const float* Mp = pM + p * d * d;
-        detail::sgemm_block(false, true, N, d, d, gp, C, Mp, d, 0.f, dq, ld);   // dq̂ = g Mᵀ
-        detail::sgemm_block(true, false, d, d, N, qh, d, gp, C, 0.f, S, d);     // dM = q̂ᵀ g
-        detail::sgemm_block(false, true, N, d, d, v, ld, S, d, 0.f, dk, ld);    // dk̂ = v dMᵀ
-        detail::sgemm_block(false, false, N, d, d, kh, d, S, d, 0.f, dv, ld);   // dv = k̂ dM
+        gemm_block(false, true, N, d, d, gp, C, Mp, d, 0.f, dq, ld);   // dq̂ = g Mᵀ
+        gemm_block(true, false, d, d, N, qh, d, gp, C, 0.f, S, d);     // dM = q̂ᵀ g
+        gemm_block(false, true, N, d, d, v, ld, S, d, 0.f, dk, ld);    // dk̂ = v dMᵀ
+        gemm_block(false, false, N, d, d, kh, d, S, d, 0.f, dv, ld);   // dv = k̂ dM
       }
       column_normalize_backward(dq, q, n, dq, N, d, L.cn, L.eps, ld);          // dq̂ -> dq
       column_normalize_backward(dk, q + C, n + d, dk, N, d, L.cn, L.eps, ld);  // dk̂ -> dk
@@ -106,11 +106,11 @@ Tensor sima_attention_packed(const Tensor& qkv, int64_t heads, SimaNorm norm, Si
       column_normalize(q, qh, n, N, d, L.cn, eps, ld);
       column_normalize(q + C, kh, n + d, N, d, L.cn, eps, ld);
       if (L.qk_first) {
-        detail::sgemm_block(false, true, N, N, d, qh, d, kh, d, 0.f, AM, N);         // A = q̂ k̂ᵀ
-        detail::sgemm_block(false, false, N, d, N, AM, N, q + 2 * C, ld, 0.f, op, C);  // out = A v
+        gemm_block(false, true, N, N, d, qh, d, kh, d, 0.f, AM, N);         // A = q̂ k̂ᵀ
+        gemm_block(false, false, N, d, N, AM, N, q + 2 * C, ld, 0.f, op, C);  // out = A v
       } else {
-        detail::sgemm_block(true, false, d, d, N, kh, d, q + 2 * C, ld, 0.f, Mp, d);  // M = k̂ᵀ v
-        detail::sgemm_block(false, false, N, d, d, qh, d, Mp, d, 0.f, op, C);         // out = q̂ M
+        gemm_block(true, false, d, d, N, kh, d, q + 2 * C, ld, 0.f, Mp, d);  // M = k̂ᵀ v
+        gemm_block(false, false, N, d, d, qh, d, Mp, d, 0.f, op, C);         // out = q̂ M
       }
     }
   });

@@ -221,9 +221,9 @@ Tensor softmax_attention_packed(const Tensor& qkv, int64_t heads, float scale, i
     for (int64_t i = i0; i < i1; ++i) {
       const float* q = pqkv + q_of(i);
       float* Pi = save ? P.data() + i * nn : Pbuf.data();
-      detail::sgemm_block(false, true, N, N, d, q, ld, q + C, ld, 0.f, Pi, N);  // S = q kᵀ
+      gemm_block(false, true, N, N, d, q, ld, q + C, ld, 0.f, Pi, N);  // S = q kᵀ
       softmax_rows(Pi, N, N, scale);
-      detail::sgemm_block(false, false, N, d, N, Pi, N, q + 2 * C, ld, 0.f, po + o_of(i), C);  // o = P v
+      gemm_block(false, false, N, d, N, Pi, N, q + 2 * C, ld, 0.f, po + o_of(i), C);  // o = P v
     }
   });
   count_gemm_flops(B * heads * 4 * nn * d);
@@ -241,11 +241,11 @@ Tensor softmax_attention_packed(const Tensor& qkv, int64_t heads, float scale, i
         for (int64_t i = i0; i < i1; ++i) {
           const float *q = pqkv + q_of(i), *Pi = pP + i * nn, *g = pg + o_of(i);  // g: row stride C
           float* dq = pd + q_of(i);  // dk at + C, dv at + 2C (row stride ld)
-          detail::sgemm_block(true, false, N, d, N, Pi, N, g, C, 0.f, dq + 2 * C, ld);  // dv = Pᵀ dO
-          detail::sgemm_block(false, true, N, N, d, g, C, q + 2 * C, ld, 0.f, dp, N);   // dP = dO vᵀ
+          gemm_block(true, false, N, d, N, Pi, N, g, C, 0.f, dq + 2 * C, ld);  // dv = Pᵀ dO
+          gemm_block(false, true, N, N, d, g, C, q + 2 * C, ld, 0.f, dp, N);   // dP = dO vᵀ
           softmax_rows_backward(dp, Pi, N, N, scale);                                   // dS
-          detail::sgemm_block(false, false, N, d, N, dp, N, q + C, ld, 0.f, dq, ld);    // dq = dS k
-          detail::sgemm_block(true, false, N, d, N, dp, N, q, ld, 0.f, dq + C, ld);     // dk = dSᵀ q
+          gemm_block(false, false, N, d, N, dp, N, q + C, ld, 0.f, dq, ld);    // dq = dS k
+          gemm_block(true, false, N, d, N, dp, N, q, ld, 0.f, dq + C, ld);     // dk = dSᵀ q
         }
       });
       count_gemm_flops(pairs * 8 * nn * d);

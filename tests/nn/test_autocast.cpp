@@ -7,9 +7,13 @@
 //   backward, at bf16 and fp16 against float32 within the bounds of docs/precision.md, and
 //   really rounded (not equal to float32); the depthwise convolutions rounded at fp16 only
 //   (float32 at bf16, bit for bit);
+// - gemm_block (explicit leading dimensions, the packed attention cores' products) at bf16 and
+//   fp16 gives gemm()'s bits on the same values stored contiguous, and reads nothing between rows;
+// - the packed attention cores (SimA's and softmax's, read in place from qkv: DeiT's and XCiT's
+//   path) are rounded like the split-head cores: not float32 under bf16 or fp16;
 // - Off is float32 bit for bit;
 // - float16's overflow: SimA without normalisation on large activations gives inf at fp16 and
-//   stays finite at fp32 and with ℓ1 normalisation.
+//   stays finite at fp32 and with ℓ1 normalisation, by the split-head core and the packed one.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -26,6 +30,7 @@
 #include "core/ops/quantize.h"
 #include "core/ops/reduce.h"
 #include "nn/attention/sima.h"
+#include "nn/attention/softmax_attention.h"
 #include "testing.h"
 
 using namespace sima;
@@ -198,6 +203,41 @@ TEST_CASE("autocast: gemm at bf16 and fp16 is its definition, every transpose, b
   }
 }
 
+TEST_CASE("autocast: gemm_block with leading dimensions gives gemm()'s bits on the contiguous values") {
+  Generator g(13);
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{5, 7, 3}, {65, 65, 16}, {16, 16, 65}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+      const int64_t lda = ac + 5, ldb = bc + 3, ldc = n + 2;  // rows apart, NaN between them
+      for (float beta : {0.f, 1.f}) {
+        const std::vector<float> A = to_vector(randn({ar * ac}, g)), B = to_vector(randn({br * bc}, g)),
+                                 C0 = to_vector(randn({m * n}, g));
+        std::vector<float> As(ar * lda, NAN), Bs(br * ldb, NAN), Cs(m * ldc, NAN);
+        for (int64_t r = 0; r < ar; ++r) std::copy_n(&A[r * ac], ac, &As[r * lda]);
+        for (int64_t r = 0; r < br; ++r) std::copy_n(&B[r * bc], bc, &Bs[r * ldb]);
+        for (int64_t r = 0; r < m; ++r) std::copy_n(&C0[r * n], n, &Cs[r * ldc]);
+        for (AutocastMode mode : {AutocastMode::Off, AutocastMode::BF16, AutocastMode::FP16}) {
+          if (mode == AutocastMode::BF16 && !bf16_here()) continue;
+          INFO(std::string(autocast_mode_name(mode)), " ", m, "x", n, "x", k, " ta ", ta, " tb ", tb, " beta ", beta);
+          std::vector<float> want = C0, got = Cs;
+          {
+            AutocastGuard guard(mode);
+            gemm(ta, tb, m, n, k, A.data(), B.data(), beta, want.data());
+            gemm_block(ta, tb, m, n, k, As.data(), lda, Bs.data(), ldb, beta, got.data(), ldc);
+          }
+          int differ = 0;
+          for (int64_t r = 0; r < m; ++r) {
+            differ += std::memcmp(&got[r * ldc], &want[r * n], sizeof(float) * n) != 0;
+            for (int64_t j = n; j < ldc; ++j) CHECK(std::isnan(got[r * ldc + j]));  // C's gaps untouched
+          }
+          CHECK(differ == 0);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("autocast: operands rounded once (Bf16Operand) give the bits of a product that rounds its own") {
   if (!bf16_here()) return;
   Generator g(12);
@@ -302,6 +342,51 @@ TEST_CASE("autocast: linear, matmul, fused MLP, conv2d and the SimA core against
              {randn_leaf({2, 3, 33, 16}, 19), randn_leaf({2, 3, 33, 16}, 20), randn_leaf({2, 3, 33, 16}, 21)});
 }
 
+// q, k, v (B, h, N, d) of a qkv output (B, N, 3C), and a core's output (B, h, N, d) merged to (B, N, C).
+std::vector<Tensor> split_qkv(const Tensor& qkv, int64_t h) {
+  const int64_t B = qkv.size(0), N = qkv.size(1), d = qkv.size(2) / 3 / h;
+  Tensor t = permute(reshape(qkv, {B, N, 3, h, d}), {2, 0, 3, 1, 4});
+  return {contiguous(squeeze(narrow(t, 0, 0, 1), 0)), contiguous(squeeze(narrow(t, 0, 1, 1), 0)),
+          contiguous(squeeze(narrow(t, 0, 2, 1), 0))};
+}
+Tensor merge(const Tensor& o) { return reshape(permute(o, {0, 2, 1, 3}), {o.size(0), o.size(2), o.size(1) * o.size(3)}); }
+
+TEST_CASE("autocast: the packed attention cores round every product as the split-head cores do") {
+  // The packed cores read q, k, v in place from qkv (DeiT's and XCiT's path); the split-head cores
+  // go through gemm(). Under each mode both must round the same operands: their outputs and
+  // gradients agree to float32's sum order (1e-5), far below one product left unrounded (~1e-3 at
+  // fp16, ~1e-2 at bf16); and both differ from float32.
+  using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+  std::vector<std::tuple<std::string, Fn, Fn>> cores;
+  for (SimaNorm norm : {SimaNorm::L1, SimaNorm::None})
+    for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst})
+      cores.emplace_back(std::string("SimA ") + (norm == SimaNorm::L1 ? "l1 " : "none ") +
+                             (order == SimaOrder::QkFirst ? "qk_first" : "kv_first"),
+                         [=](const std::vector<Tensor>& t) { return sima_attention_packed(t[0], 3, norm, order, 1e-6f); },
+                         [=](const std::vector<Tensor>& t) {
+                           const std::vector<Tensor> s = split_qkv(t[0], 3);
+                           return merge(sima_attention(s[0], s[1], s[2], norm, order, 1e-6f));
+                         });
+  cores.emplace_back("softmax", [](const std::vector<Tensor>& t) { return softmax_attention_packed(t[0], 3, 0.25f); },
+                     [](const std::vector<Tensor>& t) {
+                       const std::vector<Tensor> s = split_qkv(t[0], 3);
+                       return merge(softmax_attention(s[0], s[1], s[2], 0.25f));
+                     });
+  const Tensor qkv = randn_leaf({2, 33, 3 * 48}, 30);
+  for (const auto& [name, packed, split] : cores)
+    for (AutocastMode mode : {AutocastMode::BF16, AutocastMode::FP16}) {
+      if (mode == AutocastMode::BF16 && !bf16_here()) continue;
+      const std::vector<Tensor> p = run_op(mode, packed, {qkv}), s = run_op(mode, split, {qkv}),
+                                f = run_op(AutocastMode::Off, packed, {qkv});
+      for (size_t i = 0; i < p.size(); ++i) {
+        INFO(name, " at ", std::string(autocast_mode_name(mode)), ", result ", i, ": packed vs split ",
+             rel_l2(p[i], s[i]), ", vs float32 ", rel_l2(p[i], f[i]));
+        CHECK(rel_l2(p[i], s[i]) <= 1e-5);
+        CHECK(rel_l2(p[i], f[i]) > 1e-4);
+      }
+    }
+}
+
 TEST_CASE("autocast: float16 overflows where float32 does not (SimA without normalisation, large activations)") {
   // q, k, v of size ~300: q kᵀ sums 16 products of ~9e4 each, ~1e6 > 65504.
   Generator g(9);
@@ -334,6 +419,16 @@ TEST_CASE("autocast: float16 overflows where float32 does not (SimA without norm
   if (bf16_here()) {  // bf16 has float32's exponent: no overflow
     AutocastGuard guard(AutocastMode::BF16);
     CHECK(all_finite(core(SimaNorm::None)));
+  }
+  // The same through the packed core, as a DeiT or XCiT SimA block runs it: qkv (1, 40, 3·32), 2 heads.
+  Tensor qkv = randn_leaf({1, 40, 96}, 4);
+  for (int64_t i = 0; i < qkv.numel(); ++i) qkv.data()[i] = 300.f + 30.f * qkv.data()[i];
+  auto packed = [&](SimaNorm norm) { return sima_attention_packed(qkv, 2, norm, SimaOrder::QkFirst, 1e-6f); };
+  CHECK(all_finite(packed(SimaNorm::None)));
+  {
+    AutocastGuard guard(AutocastMode::FP16);
+    CHECK_FALSE(all_finite(packed(SimaNorm::None)));
+    CHECK(all_finite(packed(SimaNorm::L1)));
   }
 }
 
