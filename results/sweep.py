@@ -150,10 +150,11 @@ def argv_for(bin_dir, root, row, epochs, out, resume, extra=(), seed=SWEEP_SEED)
 
 
 def epoch_rows(recs):
-    """The per-epoch fields a sweep record keeps (validation only: the test set is never read), and a
-    float16 run's loss scale and skipped steps (precision_rows.SCALER_KEYS)."""
-    keep = ("epoch", "val_top1", "val_top5", "val_loss", "train_loss", "epoch_seconds",
-            "epoch_cpu_seconds") + precision_rows.SCALER_KEYS
+    """The per-epoch fields a sweep record keeps (validation only: the test set is never read), a
+    float16 run's loss scale and skipped steps (precision_rows.SCALER_KEYS), and a DINO run's teacher
+    entropy, KL and batch entropy (collapse shows there: uniform output = entropy ln(out_dim), KL 0)."""
+    keep = ("epoch", "val_top1", "val_top5", "val_loss", "train_loss", "epoch_seconds", "epoch_cpu_seconds",
+            "teacher_entropy", "kl", "teacher_batch_entropy") + precision_rows.SCALER_KEYS
     return [{k: e[k] for k in keep if k in e} for e in recs]
 
 
