@@ -26,6 +26,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixed  # noqa: E402
+import report_claims  # noqa: E402
 import verdicts  # noqa: E402
 from runner import (BIN, ROOT, binary_version, cpu_info, epoch_records, git_commit, run_sitting,  # noqa: E402
                     spent_totals, user_command, write_json)
@@ -34,7 +35,7 @@ CONFIG = os.path.join(ROOT, "configs", "quickstart.json")
 RECORDS = os.path.join(ROOT, "results", "runs", "quickstart_precision")
 OUT = os.path.join(ROOT, "runs", "quickstart_precision")
 PRECISIONS = ("fp32", "bf16")
-SEEDS = 3
+SEEDS = 10  # seed s at both precisions starts from the same weights and batches: pairs
 
 
 def record_path(precision, seed, records=RECORDS):
@@ -104,10 +105,11 @@ def section(records=RECORDS):
     """The report's lines: fp32 and bf16 top-1, bf16 - fp32 with its interval and the TOST verdict."""
     by = load(records)
     lines = ["### The quickstart at bf16\n",
-             "`configs/quickstart.json` (the README's main job) trained %d times at each precision (seeds 0 to %d,"
-             " one thread, `python3 results/quickstart_precision.py run`), each final model evaluated once on the"
-             " 10 000 test images. bf16 matches fp32 when two one-sided tests put bf16 − fp32 within ±%.1f points"
-             " (a family of one).\n" % (SEEDS, SEEDS - 1, verdicts.MARGIN),
+             "`configs/quickstart.json` (the README's main job) trained at each precision for seeds 0 to %d (one"
+             " thread, `python3 results/quickstart_precision.py run`), each final model evaluated once on the 10 000"
+             " test images. Seed s starts from the same weights and batches at both precisions, so the interval"
+             " resamples seeds as pairs, and test images (the same for every run). bf16 matches fp32 when two"
+             " one-sided tests put bf16 − fp32 within ±%.1f points (a family of one).\n" % (SEEDS - 1, verdicts.MARGIN),
              "| precision | test top-1 | CPU min per run | Δ bf16 − fp32 [95 % CI] | verdict | uncertainty |",
              "|---|---|---|---|---|---|"]
     fp32, bf16 = by["fp32"], by["bf16"]
@@ -115,7 +117,12 @@ def section(records=RECORDS):
     if len(fp32) < 2 or len(bf16) < 2:
         lines.append("| bf16 | %s | %s | — | needs 2 seeds a side | — |\n" % (cell(bf16), cpu_cell(bf16)))
         return lines
-    e = verdicts.estimate([runs_of(bf16), runs_of(fp32)], [1, -1])
+    seeds = sorted({r["seed"] for r in bf16} & {r["seed"] for r in fp32})  # seed s at both precisions
+    pick = lambda recs: runs_of(sorted((r for r in recs if r["seed"] in seeds), key=lambda r: r["seed"]))  # noqa: E731
+    if all(b is not None for _, b in pick(bf16) + pick(fp32)):
+        e = verdicts.bootstrap([[b for _, b in pick(bf16)], [b for _, b in pick(fp32)]], [1, -1], paired_seeds=True)
+    else:
+        e = verdicts.estimate([runs_of(bf16), runs_of(fp32)], [1, -1])
     j = verdicts.judge([(e, None)])[0]
     if j["verdict"].startswith("no effect"):
         v = "matches fp32: equivalent within ±%.1f (TOST p %.3g)" % (verdicts.MARGIN, j["p_tost"])
@@ -123,10 +130,10 @@ def section(records=RECORDS):
         v = "equivalence not shown (TOST p %.2f)" % j["p_tost"]
     else:
         v = "%s (p %.3g)" % (j["verdict"], j["p"])
-    form = "seeds + test set, paired bootstrap" if e["form"] == "paired bootstrap" else \
+    form = ("paired bootstrap (images; seeds paired, %d pairs)" % len(seeds)) if e.get("seeds_paired") else \
         "seeds + test set, analytic (unpaired)"
-    lines.append("| bf16 | %s | %s | %+.2f [%+.2f, %+.2f] | %s | %s |" % (
-        cell(bf16), cpu_cell(bf16), j["d"], j["lo"], j["hi"], v, form + (" (%s)" % j["flag"] if j["flag"] else "")))
+    lines.append("| bf16 | %s | %s | %s | %s | %s |" % (
+        cell(bf16), cpu_cell(bf16), report_claims.fmt_interval(j), v, form + ("; %s" % j["flag"] if j["flag"] else "")))
     lines.append("")
     return lines
 

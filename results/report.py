@@ -16,6 +16,7 @@ import fixed
 import frozen_eval
 import practitioner
 import precision_rows
+import quickstart_precision
 import tta
 
 # Claim 5's rows: every attention of the comparison (docs/attention.md names each one's source).
@@ -315,6 +316,7 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
 
     report_claims.claim1_section(t, out)
     report_precision.bf16_section(t, out)
+    out.extend(quickstart_precision.section(os.path.join(runs, "quickstart_precision")))
     report_claims.claims_2_to_5_intro(out, report_protocol.sweep_gain(runs, "deit_sima", 100))
     report_claims.claim2_section(t, out, runs)
     report_claims.claim3_section(t, out, runs)

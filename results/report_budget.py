@@ -3,7 +3,8 @@ round's share against its budget.
 
 Every JSON record under results/runs/ with a cpu_s counts once, by where it lies: the table's rows
 (results/runs/<row>/s<seed>.json), the epoch sweeps (results/runs/sweeps/), the width sweeps
-(results/runs/sweeps/widths/), the runs made before the protocol (results/runs/pre_protocol/); and
+(results/runs/sweeps/widths/), the runs made before the protocol (results/runs/pre_protocol/), the
+quickstart at two precisions (results/runs/quickstart_precision/, results/quickstart_precision.py); and
 the sittings so far of each run cut off and parked (results/runs/parked/<name>/spent.json).
 
 A round's CPU: the sittings dated from ROUND_START on (runner.run_sitting dates each sitting's end),
@@ -19,7 +20,8 @@ import report_protocol
 ROUND_START = "2026-12-01 00:00 UTC"  # round three: the verdict rule, DINO, claims 2 and 3 at convergence
 ROUND_BUDGET_H = 60.0  # new CPU-hours this round may spend
 PARTS = (("rows", "runs of the tables"), ("sweeps", "epoch-sweep points"), ("widths", "width-sweep points"),
-         ("pre_protocol", "runs before the protocol"), ("parked", "parked runs' sittings so far"))
+         ("pre_protocol", "runs before the protocol"), ("parked", "parked runs' sittings so far"),
+         ("quickstart_precision", "quickstart runs at fp32 and bf16"))
 
 
 def part_of(rel):
@@ -27,7 +29,7 @@ def part_of(rel):
     if rel.startswith(os.path.join("sweeps", "widths") + os.sep):
         return "widths"
     top = rel.split(os.sep)[0]
-    return {"sweeps": "sweeps", "pre_protocol": "pre_protocol", "parked": "parked"}.get(top, "rows")
+    return top if top in ("sweeps", "pre_protocol", "parked", "quickstart_precision") else "rows"
 
 
 def round_cpu(rec, start=ROUND_START):

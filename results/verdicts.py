@@ -73,7 +73,7 @@ def analytic(groups, weights, n_test=N_TEST):
     return out
 
 
-def bootstrap(runs, weights, reps=REPS, seed=0):
+def bootstrap(runs, weights, reps=REPS, seed=0, paired_seeds=False):
     """The paired bootstrap: runs[i] is row i's per-seed lists of 0/1 per test image (every list the
     same images in the same order). A dict of d, draws (sorted replicates of the contrast), ns, form.
 
@@ -83,7 +83,11 @@ def bootstrap(runs, weights, reps=REPS, seed=0):
     is the mean of N draws of x_i = sum_r a_r bit_ir; it is drawn from its normal limit with its exact
     mean sum_r a_r acc_r and variance (a^T Q a - (sum_r a_r acc_r)^2) / N, Q_rs the share of images
     both r and s got right (in points^2): exact in its first two moments, and cheap enough to run
-    every time the report is made."""
+    every time the report is made.
+
+    paired_seeds: the rows' runs are paired by seed (run j of every row started from the same
+    weights and batches, e.g. one recipe at two precisions): a replicate draws seed indices once for
+    all rows, so the seed-to-seed spread the rows share cancels in the contrast."""
     flat = [bits for row in runs for bits in row]
     n = len(flat[0])
     if any(len(b) != n for b in flat):
@@ -108,14 +112,20 @@ def bootstrap(runs, weights, reps=REPS, seed=0):
     draws = []
     for _ in range(reps):
         a = [0.0] * R
-        for row, w, st in zip(runs, weights, starts):
-            for _ in row:
-                a[st + rng.randrange(len(row))] += w / len(row)
+        if paired_seeds:
+            for j in [rng.randrange(len(runs[0])) for _ in runs[0]]:
+                for row, w, st in zip(runs, weights, starts):
+                    a[st + j] += w / len(row)
+        else:
+            for row, w, st in zip(runs, weights, starts):
+                for _ in row:
+                    a[st + rng.randrange(len(row))] += w / len(row)
         mean = sum(x * y for x, y in zip(a, acc))
         var = sum(a[r] * a[s] * Q[r][s] for r in range(R) if a[r] for s in range(R) if a[s]) - mean * mean
         draws.append(rng.gauss(mean, math.sqrt(max(var, 0.0) / n)))
     draws.sort()
-    return {"d": d, "draws": draws, "ns": [len(r) for r in runs], "form": "paired bootstrap", "df": None}
+    return {"d": d, "draws": draws, "ns": [len(r) for r in runs], "form": "paired bootstrap", "df": None,
+            "seeds_paired": paired_seeds}
 
 
 def estimate(rows, weights, n_test=N_TEST):

@@ -3,7 +3,8 @@
 the rows are declared with their precision, seeds and the float32 row's recipe; a run's record says its
 precision, a float16 run's record keeps its loss scaler and a divergence (a fake trainer stands in for
 sima-train); the claim-4 float16 section reads toy records (diverged, skipped steps, finished, below
-chance); the bf16 section's verdict on toy pairs of records; the "Every run" table's precision column;
+chance); the bf16 section's verdict on toy pairs of records; the quickstart's bf16 section
+(results/quickstart_precision.py) on toy records, equivalent and not; the "Every run" table's precision column;
 the CPU projection counts the new rows."""
 import json
 import os
@@ -13,6 +14,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results"))
 import fixed  # noqa: E402
 import precision_rows  # noqa: E402
+import quickstart_precision as qp  # noqa: E402
 import report  # noqa: E402
 import report_precision as rp  # noqa: E402
 import report_protocol  # noqa: E402
@@ -219,6 +221,32 @@ with tempfile.TemporaryDirectory() as d:
     total, counted, left = report_protocol.projected_cpu(d, rows)
     check(counted == list(rows) and not left and abs(total - (100 * 50 * 2 * 2 + 120 * 100 * 3)) < 1e-6,
           "projection: %r %r %r" % (total, counted, left))
+
+# The quickstart at bf16: 4 seed pairs on 1000 images. Seeds spread by 2 points, shared by both
+# precisions, and bf16 gets the same images right but 1 in 1000 (−0.1 points): paired by seed,
+# equivalent within ±0.3. Shift bf16 by 1 point instead: not equivalent.
+def hexbits(right, n=1000):
+    bits = [1] * right + [0] * (n - right)
+    return "".join("%x" % (bits[i] * 8 + bits[i + 1] * 4 + bits[i + 2] * 2 + bits[i + 3]) for i in range(0, n, 4))
+
+
+def qs_records(d, gap):
+    for s in range(4):
+        for prec, right in (("fp32", 900 + 20 * s), ("bf16", 900 + 20 * s - gap)):
+            reproduce.write_json(qp.record_path(prec, s, d), {
+                "exit_code": 0, "seed": s, "precision": prec, "top1": right / 10.0, "cpu_s": 200.0,
+                "correct_hex": hexbits(right), "eval": {"count": 1000}})
+
+
+for gap, want in ((1, "matches fp32"), (10, "an effect (negative)")):
+    with tempfile.TemporaryDirectory() as d:
+        qs_records(d, gap)
+        lines = qp.section(d)
+        row = [x for x in lines if x.startswith("| bf16 |")]
+        check(len(row) == 1 and want in row[0] and "seeds paired, 4 pairs" in row[0],
+              "quickstart section, bf16 %d images fewer: %r" % (gap, row))
+with tempfile.TemporaryDirectory() as d:
+    check("needs 2 seeds a side" in "".join(qp.section(d)), "quickstart section without records")
 
 if fails:
     print("test_precision_rows.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))

@@ -84,6 +84,24 @@ one = v.estimate([[(76.7, a_bits)], [(71.7, b_bits)]], [1, -1])
 check(one["form"] == "analytic" and one["se"] is None and v.judge([(one, 1.0)])[0]["verdict"].startswith("no interval"),
       "one seed a side: no interval")
 check("2 seeds" in v.judge([(two, 1.0)])[0]["flag"], "a 2-seed bootstrap is flagged")
+# Seeds paired (one recipe at two precisions, seed s from the same weights and batches): the seed
+# shift both rows share (80 % vs 70 % here) cancels, leaving the 2-point gap and the images' noise;
+# drawn unpaired, the seeds' 10-point spread dominates.
+N = 1000
+bits = lambda right: [1] * right + [0] * (N - right)  # noqa: E731
+rows = [[bits(800), bits(700)], [bits(780), bits(680)]]
+paired = v.bootstrap(rows, [1, -1], reps=3000, seed=2, paired_seeds=True)
+unpaired = v.bootstrap(rows, [1, -1], reps=3000, seed=2)
+sd_p, sd_u = statistics.pstdev(paired["draws"]), statistics.pstdev(unpaired["draws"])
+check(abs(paired["d"] - 2.0) < 1e-9 and abs(statistics.mean(paired["draws"]) - 2.0) < 0.05, "paired seeds: centre")
+# Given the seeds, only the images vary: the same seed drawn twice (probability 1/2) leaves 20 images
+# at x = 100 (variance 100^2 * 0.02 * 0.98 / N), the two seeds once each 40 at x = 50
+# (50^2 * 0.04 * 0.96 / N); the draws' variance is the mixture's.
+want = math.sqrt(0.5 * (1e4 * 0.02 * 0.98 + 2500 * 0.04 * 0.96) / N)
+check(abs(sd_p / want - 1) < 0.1, "paired seeds: sd %.3f, want %.3f (the images' alone)" % (sd_p, want))
+check(sd_u > 3 * sd_p and paired["seeds_paired"] and not unpaired["seeds_paired"],
+      "unpaired seeds not wider: %.3f vs %.3f" % (sd_u, sd_p))
+
 p2, pt = v.p_values(bs)
 check(p2 < 0.01 and pt > 0.5, "bootstrap p-values: %r" % ((p2, pt),))
 
