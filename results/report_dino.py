@@ -83,6 +83,15 @@ def best(points):
     return r, b, knn
 
 
+def entropy_cell(rec):
+    """The last epoch's teacher entropy per image / over the batch, or "—" for a record without them."""
+    last = (rec.get("epochs") or [{}])[-1]
+    if last.get("teacher_entropy") is None:
+        return "—"
+    batch = last.get("teacher_batch_entropy")
+    return "%.2f / %s" % (last["teacher_entropy"], "%.2f" % batch if batch is not None else "—")
+
+
 def dino_recipe_section(runs, out):
     """Appends the section (nothing when no point is recorded)."""
     points, diag = load_records(runs)
@@ -94,21 +103,26 @@ def dino_recipe_section(runs, out):
                " by the weighted 20-NN of the teacher's frozen features on the 10 000 held-out images; the test set is"
                " not read. Each cell: 20-NN / linear probe (top-1 %), with the last class token (`--feature-blocks 1`)"
                " and with the tokens of both class-attention blocks concatenated (`--feature-blocks 2`).\n")
-    out.append("| point | changes | epochs × images | CPU (min) | last token | 2 class-attention tokens |")
-    out.append("|---|---|---|---|---|---|")
+    out.append("*Teacher entropy*: the last epoch's mean entropy of the teacher's output per image / of its mean"
+               " over the batch (nats; ln(out_dim), %.2f at %d outputs, is the uniform output, where DINO collapses;"
+               " a low first and a high second is a sharp teacher that still spreads the images over many outputs),"
+               " where the record kept them.\n" % (math.log(OUT_DIM), OUT_DIM))
+    out.append("| point | changes | epochs × images | CPU (min) | teacher entropy | last token | 2 class-attention tokens |")
+    out.append("|---|---|---|---|---|---|---|")
     for r in points:
         if r.get("exit_code"):
-            out.append("| %s | %s | %d × %d | — | failed: %s | — |" % (r["point"], changes(r), r["epochs_planned"],
-                                                                      r["train_subset"], r.get("error", "")))
+            out.append("| %s | %s | %d × %d | — | — | failed: %s | — |" % (r["point"], changes(r), r["epochs_planned"],
+                                                                           r["train_subset"], r.get("error", "")))
             continue
-        out.append("| %s | %s | %d × %d | %.0f | %s | %s |" % ((r["point"], changes(r), r["epochs_planned"],
-                                                             r["train_subset"], r["cpu_s"] / 60.0) + tuple(cells(r.get("evals")))))
+        out.append("| %s | %s | %d × %d | %.0f | %s | %s | %s |" % (
+            (r["point"], changes(r), r["epochs_planned"], r["train_subset"], r["cpu_s"] / 60.0, entropy_cell(r))
+            + tuple(cells(r.get("evals")))))
     if diag:
-        out.append("| supervised XCiT SimA (diagnostic) | %s | %s | — | %s | %s |" % (
+        out.append("| supervised XCiT SimA (diagnostic) | %s | %s | — | — | %s | %s |" % (
             (diag.get("what", ""), diag.get("trained", "")) + tuple(cells(diag.get("evals")))))
         pix = frozen_eval.scores((diag.get("baselines") or {}).get("pixels"))
         if pix[0] is not None:
-            out.append("| raw pixels | standardised | — | — | %.2f / %.2f | — |" % pix)
+            out.append("| raw pixels | standardised | — | — | — | %.2f / %.2f | — |" % pix)
     out.append("")
     for r in points:
         note = uniform_note(r)
