@@ -63,14 +63,16 @@ with tempfile.TemporaryDirectory() as d:
     write_json(os.path.join(recs, "temp_e5_n20000.json"),
                {"point": "temp", "settings": {"dino.teacher_temp": 0.07}, "epochs_planned": 5, "train_subset": 20000,
                 "exit_code": 0, "cpu_s": 660.0,
-                "evals": {"blocks1": evaluation(84.5, 82.0), "blocks2": evaluation(84.0, 83.0)}})
+                "evals": {"blocks1": evaluation(84.5, 82.0), "blocks2": evaluation(84.0, 83.0)},
+                "epochs": [{"epoch": 5, "train_loss": 4.0, "teacher_entropy": 1.234, "teacher_batch_entropy": 7.5}]})
     write_json(os.path.join(recs, "aug_e5_n20000.json"),
                {"point": "aug", "settings": {}, "epochs_planned": 5, "train_subset": 20000, "exit_code": 1,
                 "error": "boom", "cpu_s": 1.0})
     report_dino.dino_recipe_section(d, out)
     text = "\n".join(out)
-    check("| temp | `teacher_temp`=0.07 | 5 × 20000 | 11 | 84.50 / 82.00 | 84.00 / 83.00 |" in text, text)
-    check("| aug | none (the paper rows' recipe) | 5 × 20000 | — | failed: boom | — |" in text, text)
+    check("| temp | `teacher_temp`=0.07 | 5 × 20000 | 11 | 1.23 / 7.50 | 84.50 / 82.00 | 84.00 / 83.00 |" in text, text)
+    check("| base | none (the paper rows' recipe) | 5 × 20000 | 10 | — | 80.00 / 78.00 |" in text, text)  # no entropy kept
+    check("| aug | none (the paper rows' recipe) | 5 × 20000 | — | — | failed: boom | — |" in text, text)
     check("Best point on the validation split: **temp** (last-token features), 20-NN 84.50." in text, text)
     check("base: its last epoch's loss 8.318 is ln 4096 = 8.318, the uniform output" in text, text)
     check("temp: its last epoch" not in text, text)
