@@ -14,11 +14,14 @@ The test set is never read.
     python3 results/dino_sweep.py list
     python3 results/dino_sweep.py diagnostic      # a supervised XCiT's frozen features, for scale
     python3 results/dino_sweep.py run [--points base,temp] [--epochs 5] [--train-subset 20000] [--threads 1]
+    python3 results/dino_sweep.py park            # after stopping `run` with SIGTERM: keep its train state
 
 Records: results/runs/sweeps/dino_recipe/<point>_e<E>_n<N>.json ({"command", "settings", "epochs",
 "train_subset", "cpu_s", "wall_s", "epochs" rows, "evals": {"blocks1", "blocks2"}, "val_top1": the
 20-NN of blocks1}). A recorded point is not run again (delete its record to repeat it). Runs go to
-runs/dino_recipe/ (not committed); SIMA_BIN_DIR chooses the binaries (a copy, to keep building).
+runs/dino_recipe/ (not committed); SIMA_BIN_DIR chooses the binaries (a copy, to keep building). A point
+longer than a sitting: stop `run` with SIGTERM (the trainer saves its state), `park` copies the state into
+results/runs/parked/ to commit, and the next `run` of that point resumes it, here or on another machine.
 """
 import argparse
 import datetime
@@ -27,12 +30,15 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import frozen_eval  # noqa: E402
+import parked  # noqa: E402
+import runner  # noqa: E402
 import sweep  # noqa: E402
-from runner import (BIN, ROOT, binary_version, cpu_info, epoch_records, git_commit, run_logged, run_sitting,  # noqa: E402
-                    spent_totals, user_command, write_json)
+from runner import (BIN, INTERRUPTED, ROOT, binary_version, cpu_info, epoch_records, git_commit, run_logged,  # noqa: E402
+                    run_sitting, spent_totals, user_command, write_json)
 
 ROW = "dino_xcit_sima"
-RECORDS = os.path.join(ROOT, "results", "runs", "sweeps", "dino_recipe")
+RUNS = os.path.join(ROOT, "results", "runs")  # parked states go to RUNS/parked/<point>_e<E>_n<N>
+RECORDS = os.path.join(RUNS, "sweeps", "dino_recipe")
 OUT = os.path.join(ROOT, "runs", "dino_recipe")
 FEATURE_BLOCKS = (1, 2)  # XCiT's class-attention blocks: 2 (cls_attn_layers), the most it has
 
@@ -84,13 +90,13 @@ def set_text(v):
     return "[%s]" % ",".join(str(x) for x in v) if isinstance(v, list) else str(v)
 
 
-def train_argv(point, epochs, subset, out):
+def train_argv(point, epochs, subset, out, resume=False):
     extra = []
     for k, v in settings(point, epochs).items():
         extra += ["--set", "%s=%s" % (k, set_text(v))]
     if subset:
         extra += ["--set", "data.train_subset=%d" % subset]
-    return sweep.argv_for(BIN, ROOT, ROW, epochs, out, False, extra)
+    return sweep.argv_for(BIN, ROOT, ROW, epochs, out, resume, extra)
 
 
 def eval_argv(checkpoint, blocks):
@@ -102,11 +108,12 @@ def record_path(point, epochs, subset):
 
 
 def run_point(point, epochs, subset, threads):
-    """Trains and evaluates one point; returns its record (also written)."""
+    """Trains (or resumes) and evaluates one point; returns its record (also written), or None when the
+    trainer was stopped (SIGTERM: its train state saved, `park` keeps it for another sitting)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     out = os.path.join(OUT, "%s_e%d_n%d" % (point, epochs, subset or 50000))
     os.makedirs(OUT, exist_ok=True)
-    argv = train_argv(point, epochs, subset, out)
+    argv = train_argv(point, epochs, subset, out)  # the command of the record: as a user starts it
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     done = epoch_records(out)
     if len(done) == epochs and os.path.exists(os.path.join(out, "model.safetensors")):
@@ -116,7 +123,10 @@ def run_point(point, epochs, subset, threads):
                   "wall_s": round(sum(e["epoch_seconds"] for e in done), 1), "resumed": False,
                   "epochs_run": epochs, "from": "the run folder's epoch records (launcher stopped)"}]
     else:
-        code, last, spent = run_sitting(argv, env, out, False)
+        resume = parked.start_or_resume(RUNS, out, epochs)  # cut off in an earlier sitting, maybe parked
+        code, last, spent = run_sitting(train_argv(point, epochs, subset, out, resume), env, out, resume)
+        if code == INTERRUPTED:
+            return None
     rec = {"row": ROW, "point": point, "settings": settings(point, epochs), "train_subset": subset or 50000,
            "command": user_command(argv, threads), "commit": git_commit(), "binary": binary_version(BIN),
            "date": started, "epochs_planned": epochs, "exit_code": code, "seed": sweep.SWEEP_SEED,
@@ -135,6 +145,7 @@ def run_point(point, epochs, subset, threads):
         if knn is not None:
             rec["val_top1"] = knn
     write_json(record_path(point, epochs, subset), rec)
+    parked.drop(RUNS, out)
     return rec
 
 
@@ -166,7 +177,7 @@ def diagnostic(threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=["list", "run", "diagnostic"])
+    ap.add_argument("what", choices=["list", "run", "diagnostic", "park"])
     ap.add_argument("--points", default=",".join(POINTS))
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--train-subset", type=int, default=0, help="pretrain on a seeded subset of the 50 000 (0 = all)")
@@ -174,6 +185,12 @@ def main():
     a = ap.parse_args()
     if a.what == "diagnostic":
         return diagnostic(a.threads)
+    if a.what == "park":  # the cut-off points' train states, into results/runs/parked/ (results/parked.py)
+        names = parked.park(RUNS, OUT)
+        print("dino_sweep: parked %d cut-off point(s)%s" % (len(names), "".join("\n  " + n for n in names)))
+        return
+    if a.what == "run":
+        runner.stop_on_sigterm()  # SIGTERM / Ctrl-C: the trainer saves its state and no new point starts
     points = a.points.split(",")
     for p in points:
         if p not in POINTS:
@@ -183,7 +200,12 @@ def main():
         if a.what == "list" or os.path.exists(path):
             print("%-18s %s %s" % (p, "recorded" if os.path.exists(path) else "not run", settings(p, a.epochs)))
             continue
+        if runner.STOP.is_set():
+            break
         rec = run_point(p, a.epochs, a.train_subset, a.threads)
+        if rec is None:
+            print("%-18s interrupted, its train state saved (`dino_sweep.py park` keeps it)" % p, flush=True)
+            break
         scores = {b: frozen_eval.scores(e)[0] for b, e in rec.get("evals", {}).items()}
         print("%-18s exit %d, %.0f CPU s, 20-NN %s" % (p, rec["exit_code"], rec["cpu_s"], scores), flush=True)
 

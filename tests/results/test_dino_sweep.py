@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """results/dino_sweep.py and results/report_dino.py on made-up records: a point's overrides at an epoch
 count (the teacher-temperature warm-up a share of the run), the commands it runs (validation split,
-never the test set; both feature choices), and the report's table and best point."""
+never the test set; both feature choices), a point cut off, parked and resumed in a second sitting (a
+fake trainer), and the report's table and best point."""
+import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -40,6 +43,53 @@ ev = dino_sweep.eval_argv("/tmp/x/model.safetensors", 2)
 check(ev[ev.index("--validation") + 1] == "10000" and ev[ev.index("--feature-blocks") + 1] == "2",
       "eval command: %s" % ev)
 check("--knn" in ev and "--linear-probe" in ev, "eval scores both: %s" % ev)
+
+
+# A point longer than a sitting. The fake trainer's first sitting saves a state after epoch 1 and
+# exits as sima-train does when stopped (130); with --resume it runs epochs 2 and 3 and writes the
+# model. Its sima-eval prints a k-NN and probe result.
+FAKE = r'''#!%s
+import json, os, sys
+a = sys.argv
+if "--checkpoint" in a:
+    print(json.dumps({"knn": {"results": [{"k": 20, "top1": 77.7}]}, "linear_probe": {"top1": 70.0}}))
+    sys.exit(0)
+if "--out" not in a:
+    sys.exit(0)
+out = a[a.index("--out") + 1]
+os.makedirs(out, exist_ok=True)
+ep = lambda e: json.dumps({"kind": "epoch", "epoch": e, "train_loss": 8.0 - e, "epoch_cpu_seconds": 1.0}) + "\n"
+if "--resume" not in a:
+    json.dump({"train": {"epochs": 3}}, open(os.path.join(out, "config.json"), "w"))
+    open(os.path.join(out, "train_state.safetensors"), "wb").write(b"state after epoch 1")
+    open(os.path.join(out, "metrics.jsonl"), "w").write(ep(1))
+    sys.exit(130)
+assert open(os.path.join(out, "train_state.safetensors"), "rb").read() == b"state after epoch 1"
+with open(os.path.join(out, "metrics.jsonl"), "a") as f:
+    f.write(ep(2) + ep(3))
+open(os.path.join(out, "model.safetensors"), "wb").write(b"weights")
+''' % sys.executable
+
+with tempfile.TemporaryDirectory() as d:
+    fake = os.path.join(d, "bin")
+    os.makedirs(fake)
+    for b in ("sima-train", "sima-eval"):
+        with open(os.path.join(fake, b), "w") as f:
+            f.write(FAKE)
+        os.chmod(os.path.join(fake, b), 0o755)
+    dino_sweep.BIN = fake
+    dino_sweep.RUNS, dino_sweep.OUT = os.path.join(d, "records"), os.path.join(d, "runs")
+    dino_sweep.RECORDS = os.path.join(dino_sweep.RUNS, "sweeps", "dino_recipe")
+    check(dino_sweep.run_point("base", 3, 0, 1) is None, "a stopped trainer: no record")
+    check(not os.path.exists(dino_sweep.record_path("base", 3, 0)), "no record written for a cut-off point")
+    check(dino_sweep.parked.park(dino_sweep.RUNS, dino_sweep.OUT) == ["base_e3_n50000"], "the cut-off point parked")
+    shutil.rmtree(dino_sweep.OUT)  # another machine: only the repository's parked copy is left
+    rec = dino_sweep.run_point("base", 3, 0, 1)
+    ok = rec is not None and rec["exit_code"] == 0
+    check(ok and [e["epoch"] for e in rec["epochs"]] == [1, 2, 3], "resumed to epoch 3: %r" % rec)
+    check(ok and [x["resumed"] for x in rec["sittings"]] == [False, True], "two sittings: %r" % (rec or {}).get("sittings"))
+    check(ok and "--resume" not in rec["command"] and rec["val_top1"] == 77.7, "the record's command and score")
+    check(not os.path.exists(os.path.join(dino_sweep.RUNS, "parked", "base_e3_n50000")), "the parked copy dropped")
 
 
 def evaluation(knn20, probe):
