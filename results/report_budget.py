@@ -4,7 +4,9 @@ round's share against its budget.
 Every JSON record under results/runs/ with a cpu_s counts once, by where it lies: the table's rows
 (results/runs/<row>/s<seed>.json), the epoch sweeps (results/runs/sweeps/), the width sweeps
 (results/runs/sweeps/widths/), the runs made before the protocol (results/runs/pre_protocol/), the
-quickstart at two precisions (results/runs/quickstart_precision/, results/quickstart_precision.py); and
+quickstart at two precisions (results/runs/quickstart_precision/, results/quickstart_precision.py), the
+runs trained again for their per-image records (a record's `per_image` and `per_image_attempts`,
+results/rederive.py); and
 the sittings so far of each run cut off and parked (results/runs/parked/<name>/spent.json).
 
 A round's CPU: the sittings dated from ROUND_START on (runner.run_sitting dates each sitting's end),
@@ -21,7 +23,8 @@ ROUND_START = "2026-12-01 00:00 UTC"  # round three: the verdict rule, DINO, cla
 ROUND_BUDGET_H = 60.0  # new CPU-hours this round may spend
 PARTS = (("rows", "runs of the tables"), ("sweeps", "epoch-sweep points"), ("widths", "width-sweep points"),
          ("pre_protocol", "runs before the protocol"), ("parked", "parked runs' sittings so far"),
-         ("quickstart_precision", "quickstart runs at fp32 and bf16"))
+         ("quickstart_precision", "quickstart runs at fp32 and bf16"),
+         ("rederive", "runs trained again for their per-image records"))
 
 
 def part_of(rel):
@@ -66,7 +69,16 @@ def ledger(runs, start=ROUND_START):
             out[part][0] += 1
             out[part][1] += rec["cpu_s"]
             out[part][2] += cpu_new
+            for a in rederived(rec):  # a run trained again for its per-image record (results/rederive.py)
+                out["rederive"][0] += 1
+                out["rederive"][1] += a.get("cpu_s", 0)
+                out["rederive"][2] += a.get("cpu_s", 0) if a.get("date", "") >= start else 0.0
     return out
+
+
+def rederived(rec):
+    """The re-derivations a record carries: the one that gave its per-image record, and those that did not."""
+    return ([rec["per_image"]] if isinstance(rec.get("per_image"), dict) else []) + list(rec.get("per_image_attempts", []))
 
 
 def budget_section(t, out, runs):

@@ -174,9 +174,11 @@ def unpaired_note(t, j):
     return ["Without per-image records on both rows the interval is the analytic, unpaired form, and its test-set"
             " term alone (two models at %s's %.2f %% on %s images) is ±%.2f points at 95 %%, wider than the ±%.1f"
             " margin: equivalence cannot be shown that way. `%s` records each test image's correctness"
-            " (`sima-eval --per-image`, the records' `correct_hex`); the fp32 records of claim 1 keep none, so the"
-            " paired bootstrap needs `sima-eval --per-image` on `%s`'s final checkpoints too.\n"
-            % (fp32, 100 * p, "{:,}".format(verdicts.N_TEST).replace(",", " "), half, verdicts.MARGIN, bf16, fp32)]
+            " (`sima-eval --per-image`, the records' `correct_hex`); the fp32 records of claim 1 keep none, and"
+            " their checkpoints are gone, so the paired bootstrap needs `%s`'s runs trained again:"
+            " `python3 results/rederive.py run --rows %s` attaches each run's per-image record when the retrained"
+            " model reproduces its recorded top-1.\n"
+            % (fp32, 100 * p, "{:,}".format(verdicts.N_TEST).replace(",", " "), half, verdicts.MARGIN, bf16, fp32, fp32)]
 
 
 def bf16_verdict(t, j):

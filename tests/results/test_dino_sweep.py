@@ -10,6 +10,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fake_bin  # noqa: E402  (tests/results/fake_bin.py)
 import dino_sweep  # noqa: E402
 import report_dino  # noqa: E402
 from runner import write_json  # noqa: E402
@@ -71,12 +73,7 @@ open(os.path.join(out, "model.safetensors"), "wb").write(b"weights")
 ''' % sys.executable
 
 with tempfile.TemporaryDirectory() as d:
-    fake = os.path.join(d, "bin")
-    os.makedirs(fake)
-    for b in ("sima-train", "sima-eval"):
-        with open(os.path.join(fake, b), "w") as f:
-            f.write(FAKE)
-        os.chmod(os.path.join(fake, b), 0o755)
+    fake = fake_bin.install(d, FAKE)
     dino_sweep.BIN = fake
     dino_sweep.RUNS, dino_sweep.OUT = os.path.join(d, "records"), os.path.join(d, "runs")
     dino_sweep.RECORDS = os.path.join(dino_sweep.RUNS, "sweeps", "dino_recipe")

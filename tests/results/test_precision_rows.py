@@ -12,6 +12,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fake_bin  # noqa: E402  (tests/results/fake_bin.py)
 import fixed  # noqa: E402
 import precision_rows  # noqa: E402
 import quickstart_precision as qp  # noqa: E402
@@ -77,12 +79,7 @@ sys.exit(1)
 ''' % sys.executable
 
 with tempfile.TemporaryDirectory() as d:
-    fake = os.path.join(d, "bin")
-    os.makedirs(fake)
-    for b in ("sima-train", "sima-eval", "sima-bench"):
-        with open(os.path.join(fake, b), "w") as f:
-            f.write(FAKE)
-        os.chmod(os.path.join(fake, b), 0o755)
+    fake = fake_bin.install(d, FAKE, ("sima-train", "sima-eval", "sima-bench"))
     fixed.BIN, reproduce.BIN = fake, fake
     env = dict(os.environ, OMP_NUM_THREADS="1")
     out = os.path.join(d, "runs", "fp16_e50_xcit_sima_nonorm_s1")
