@@ -2,14 +2,14 @@
 """The quickstart at bf16 against fp32: does a bf16-trained model land within 0.3 points of fp32?
 
 The README's main job (configs/quickstart.json: CvT SimA 32/64/128 wide, 3 epochs on the 60 000
-training images) trained SEEDS times at each precision, `--set train.precision=<p> --set
-train.seed=<s>`, one thread; each final model is evaluated once on the 10 000 test images with
+training images) trained for seeds 0 to SEEDS - 1 at each precision, `--set train.precision=<p>
+--set train.seed=<s>`, one thread; each final model is evaluated on the 10 000 test images with
 each image's correctness kept (`sima-eval --per-image`), so bf16 - fp32 gets the paired bootstrap
-of results/verdicts.py (seeds and test images), and the verdict is equivalence by two one-sided
-tests at +/- verdicts.MARGIN points. Nothing is chosen from these figures (the quickstart's settings
-are the config's); the test set is read once per run.
+of results/verdicts.py (seed pairs and test images), and the verdict is equivalence by two one-sided
+tests at +/- verdicts.MARGIN points. Nothing is chosen from these figures: the quickstart's settings
+are the config's (whose trainer also scores the test set after each epoch, as the README's job does).
 
-    python3 results/quickstart_precision.py run [--seeds 3] [--threads 1]
+    python3 results/quickstart_precision.py run [--seeds 10] [--threads 1]
     python3 results/quickstart_precision.py table
 
 Records: results/runs/quickstart_precision/<precision>_s<seed>.json ({"command", "precision",
