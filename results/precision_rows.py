@@ -23,8 +23,9 @@ ROWS = [
     ("fp16", "e50_xcit_sima_l2", [4], 2),
     ("bf16", "cvt_sima", [1], 3),
 ]
-# Training records that matter at float16: the scaler's state after each epoch (train/loop/loop.cpp).
-SCALER_KEYS = ("loss_scale", "overflow_skipped_steps")
+# Training records that matter at float16: the scaler's state after each epoch, and the epoch's
+# largest magnitude rounded to float16 in a forward pass (train/loop/loop.cpp).
+SCALER_KEYS = ("loss_scale", "overflow_skipped_steps", "fp16_forward_peak")
 
 
 def name(precision, row):

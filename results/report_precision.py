@@ -55,6 +55,21 @@ def scaler(rec):
     return "%d%s" % (st.get("overflow_skipped_steps", 0), at), "%g" % st["loss_scale"]
 
 
+def forward_peak(rec):
+    """The largest magnitude the run's forward passes rounded to float16 (records from the build that
+    logs it on): from its scaler state (every logged record) else its epochs; "—" for a run without a
+    scaler, "not logged" for a float16 run made before."""
+    if precision_rows.record_precision(rec) != "fp16":
+        return "—"
+    peaks = [e["fp16_forward_peak"] for e in rec.get("epochs") or [] if e.get("fp16_forward_peak") is not None]
+    st = rec.get("loss_scaler") or {}
+    if st.get("fp16_forward_peak") is not None:
+        peaks.append(st["fp16_forward_peak"])
+    if not peaks:
+        return "not logged"
+    return ("%.0f" if max(peaks) >= 100 else "%.3g") % max(peaks)
+
+
 def curve(rec):
     """Train loss at CURVE_EPOCHS, "—" for an epoch the run did not reach."""
     by = {e.get("epoch"): e.get("train_loss") for e in rec.get("epochs") or []}
@@ -69,13 +84,13 @@ def seed_lines(t, label, row):
     for s in range(t.rows[row][3]):
         r = recs.get(s)
         if r is None:
-            lines.append("| %s | %s | %d | not run | — | — | — | — |" % (label, prec, s))
+            lines.append("| %s | %s | %d | not run | — | — | — | — | — |" % (label, prec, s))
             continue
         skipped, scale = scaler(r)
         top1 = "%.2f" % r["top1"] if r.get("top1") is not None else "—"
-        lines.append("| %s | %s | %d | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s |" % (
             label, precision_rows.record_precision(r), s, outcome(r)[1].replace("|", "/"), top1, skipped, scale,
-            curve(r)))
+            forward_peak(r), curve(r)))
     return lines
 
 
@@ -123,11 +138,15 @@ def fp16_section(t, out):
                " did. A run *diverged* when a non-finite loss, gradient or update stopped it (the trainer's"
                " default, `train.on_nonfinite: stop`; its error is in the record), and *did not learn* when it"
                " finished below %.0f %% test top-1. *Skipped* counts the steps the loss scaler skipped for an"
-               " overflowed gradient (each halves the scale), with the scale at the last logged step. Train loss"
+               " overflowed gradient (each halves the scale), with the scale at the last logged step. *Forward peak*"
+               " is the largest magnitude any value of a training forward pass had where it was rounded to float16"
+               " (the products' inputs and outputs; `fp16_forward_peak` in the metrics), over the whole run: float16"
+               " overflows from 65520, and the loss scaler guards only the backward, so a forward that reached it"
+               " would give an infinite loss (runs made before the trainer logged it say \"not logged\"). Train loss"
                " at epochs %s.\n" % (CHANCE_BOUND, ", ".join(map(str, CURVE_EPOCHS))))
-    out.append("| normalisation | precision | seed | outcome | test top-1 | skipped | final loss scale | train loss"
-               " (epoch %s) |" % " / ".join(map(str, CURVE_EPOCHS)))
-    out.append("|---|---|---|---|---|---|---|---|")
+    out.append("| normalisation | precision | seed | outcome | test top-1 | skipped | final loss scale | forward peak"
+               " | train loss (epoch %s) |" % " / ".join(map(str, CURVE_EPOCHS)))
+    out.append("|---|---|---|---|---|---|---|---|---|")
     for label, row in CLAIM4:
         out.extend(seed_lines(t, label, row))
         out.extend(seed_lines(t, label, fp16_row(row)))

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -79,16 +80,46 @@ float round_to_fp16(float x) {
 #endif
 }
 
+namespace {
+
+std::atomic<float>& fp16_peak() {
+  static std::atomic<float> peak{0.f};
+  return peak;
+}
+
+void raise_fp16_peak(float m) {  // peak = max(peak, m), from any thread
+  std::atomic<float>& peak = fp16_peak();
+  float seen = peak.load(std::memory_order_relaxed);
+  while (m > seen && !peak.compare_exchange_weak(seen, m, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+float fp16_peak_take() { return fp16_peak().exchange(0.f, std::memory_order_relaxed); }
+
 void round_to_fp16(const float* x, float* y, int64_t n) {
   parallel_for(n, kGrainElementwise, [&](int64_t i0, int64_t i1) {
     int64_t i = i0;
+    float m = 0.f;  // the chunk's largest |x|
 #if defined(__F16C__)
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m8 = _mm256_setzero_ps();
     for (; i + 8 <= i1; i += 8) {
-      const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+      const __m256 v = _mm256_loadu_ps(x + i);
+      m8 = _mm256_max_ps(_mm256_and_ps(v, abs_mask), m8);  // a NaN lane keeps m8 (maxps returns its 2nd operand)
+      const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
       _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
     }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, m8);
+    for (float l : lanes) m = std::max(m, l);
 #endif
-    for (; i < i1; ++i) y[i] = round_to_fp16(x[i]);
+    for (; i < i1; ++i) {
+      m = std::max(m, std::fabs(x[i]));  // std::max(m, NaN) keeps m
+      y[i] = round_to_fp16(x[i]);
+    }
+    raise_fp16_peak(m);
   });
 }
 

@@ -64,6 +64,13 @@ float round_to_fp16(float x);
 // y[i] = round_to_fp16(x[i]) for i < n (y may be x), split across threads.
 void round_to_fp16(const float* x, float* y, int64_t n);
 
+// The largest |x| that round_to_fp16(x, y, n) has been given since the last call, and a restart:
+// in FP16 mode every product's inputs and output pass through it, so between two calls around a
+// forward pass it is the largest magnitude any float16 value of that forward had (≥ 65520: it
+// overflowed to inf). NaN inputs are not counted. The training loop logs it per step window and
+// per epoch (fp16_forward_peak, docs/precision.md).
+float fp16_peak_take();
+
 // The float16 cast of CUDA autocast as an op, for products that do not go through gemm() (the
 // depthwise convolutions): forward y = round_to_fp16(x); backward dx = round_to_fp16(dy), the
 // gradient a float16 tensor receives. Undefined in, undefined out.

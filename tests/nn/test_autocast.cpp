@@ -128,6 +128,26 @@ float bf16(float x) { return round_to_bf16(x); }
 
 }  // namespace
 
+TEST_CASE("autocast: fp16_peak_take is the largest |x| rounded to float16 since the last take") {
+  fp16_peak_take();
+  CHECK(fp16_peak_take() == 0.f);  // nothing rounded since
+  // Long enough for several threads' chunks and the vector path, with the peak in a tail lane.
+  std::vector<float> x(20011), y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i)) * 100.f;
+  x[x.size() - 1] = -4321.5f;
+  x[17] = NAN;  // not counted
+  round_to_fp16(x.data(), y.data(), int64_t(x.size()));
+  CHECK(fp16_peak_take() == 4321.5f);
+  CHECK(fp16_peak_take() == 0.f);  // taken: restarted
+  x[5000] = 70000.f;  // overflows to inf in float16; the peak keeps its size
+  round_to_fp16(x.data(), x.data(), int64_t(x.size()));  // in place, as the products' C
+  CHECK(std::isinf(x[5000]));
+  CHECK(fp16_peak_take() == 70000.f);
+  float small[3] = {1.f, -2.5f, 0.25f};  // shorter than a vector: the scalar loop alone
+  round_to_fp16(small, small, 3);
+  CHECK(fp16_peak_take() == 2.5f);
+}
+
 TEST_CASE("autocast: float16 rounding, F16C against integer rounding") {
   const float max16 = 65504.f;
   CHECK(round_to_fp16(max16) == max16);

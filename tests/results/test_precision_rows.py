@@ -72,8 +72,9 @@ with open(os.path.join(out, "metrics.jsonl"), "w") as f:
         sys.exit(0)
     for e in (1, 2):
         f.write(json.dumps({"kind": "epoch", "epoch": e, "train_loss": 1.0 / e, "loss_scale": 32768.0,
-                            "overflow_skipped_steps": e}) + "\n")
-    f.write(json.dumps({"kind": "step", "step": 250, "loss_scale": 2048.0, "overflow_skipped_steps": 7}) + "\n")
+                            "overflow_skipped_steps": e, "fp16_forward_peak": 100.0 * e}) + "\n")
+    f.write(json.dumps({"kind": "step", "step": 250, "loss_scale": 2048.0, "overflow_skipped_steps": 7,
+                        "fp16_forward_peak": 70000.0}) + "\n")
 print("sima-train: step 260 (epoch 3, batch 26): the loss is not finite (nan); training stopped.")
 sys.exit(1)
 ''' % sys.executable
@@ -87,8 +88,10 @@ with tempfile.TemporaryDirectory() as d:
     check(rec["precision"] == "fp16" and "--set train.precision=fp16" in rec["command"]
           and "configs/paper/xcit_sima_nonorm.json" in rec["command"], "fp16 record: %r" % rec.get("command"))
     check(rec["diverged"] is True and rec["exit_code"] == 1, "a NaN loss is a divergence: %r" % rec)
-    check(rec["loss_scaler"] == {"step": 250, "loss_scale": 2048.0, "overflow_skipped_steps": 7}
-          and rec["epochs"][-1]["overflow_skipped_steps"] == 2, "the scaler kept: %r" % rec)
+    check(rec["loss_scaler"] == {"step": 250, "loss_scale": 2048.0, "overflow_skipped_steps": 7,
+                                 "fp16_forward_peak": 70000.0}
+          and rec["epochs"][-1]["overflow_skipped_steps"] == 2 and rec["epochs"][-1]["fp16_forward_peak"] == 200.0,
+          "the scaler and the forward peak kept (the largest of every record's): %r" % rec)
     # The claim-1 kind: bf16_cvt_sima runs cvt_sima's config and planned epochs at bf16.
     reproduce.RUNS, reproduce.OUT = os.path.join(d, "records"), os.path.join(d, "runs")
     reproduce.write_json(sweep.record_path(reproduce.RUNS, "cvt_sima", 25),
@@ -131,11 +134,15 @@ t = table({rp.fp16_row("e50_xcit_sima_nonorm"): [nan, dict(rec, seed=1)], rp.fp1
            "e50_xcit_sima_nonorm": [done(0, 92.4), done(1, 92.0)]}, seeds)
 lines = rp.seed_lines(t, "none", rp.fp16_row("e50_xcit_sima_nonorm"))
 check(lines[0].startswith("| none | fp16 | 0 | diverged in epoch 3 (sima-train: step 260 (epoch 3") and
-      lines[0].endswith("| — | 7 (step 250) | 2048 | 1.000 / — / — / — / — |"), "diverged seed: %r" % lines[0])
+      lines[0].endswith("| — | 7 (step 250) | 2048 | 70000 | 1.000 / — / — / — / — |"), "diverged seed: %r" % lines[0])
 lines = rp.seed_lines(t, "ℓ1", rp.fp16_row("e50_xcit_sima"))
-check(lines[0] == "| ℓ1 | fp16 | 0 | finished | 92.00 | 3 | 65536 | 1.400 / 0.800 / 0.700 / 0.650 / 0.600 |",
-      "finished seed: %r" % lines[0])
-check(rp.seed_lines(t, "ℓ2", rp.fp16_row("e50_xcit_sima_l2"))[1] == "| ℓ2 | fp16 | 1 | not run | — | — | — | — |",
+check(lines[0] == "| ℓ1 | fp16 | 0 | finished | 92.00 | 3 | 65536 | not logged | 1.400 / 0.800 / 0.700 / 0.650 / 0.600 |",
+      "finished seed, made before the forward peak was logged: %r" % lines[0])
+l1_peak = done(0, 92.0, 3, 65536.0)
+l1_peak["epochs"][1]["fp16_forward_peak"], l1_peak["epochs"][3]["fp16_forward_peak"] = 812.25, 1234.51
+check(rp.forward_peak(l1_peak) == "1235" and rp.forward_peak(done(0, 92.0)) == "—",
+      "the forward peak: the largest over the epochs; none at fp32")
+check(rp.seed_lines(t, "ℓ2", rp.fp16_row("e50_xcit_sima_l2"))[1] == "| ℓ2 | fp16 | 1 | not run | — | — | — | — | — |",
       "a seed not run")
 ans = " ".join(rp.fp16_answer(t))
 check("fail at float16 as the paper says? Yes: 2 of 2 seeds diverged or did not learn (in float32, 2 of 2 trained)."

@@ -4,7 +4,7 @@
 // - bf16 and fp16 train (finite, close to fp32, not equal to it) and resume byte-exact;
 // - fp16's loss scaler in the loop: an inf injected into a gradient skips that step (weights and
 //   optimizer moments untouched, as the train state before it), halves the scale, and the step
-//   records count it.
+//   records count it; the step and epoch records carry the forward's largest float16 magnitude.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -175,4 +175,18 @@ TEST_CASE("train.precision fp16: an inf gradient skips the step, leaves weights 
   CHECK(steps[2]["overflow_skipped_steps"] == 1);
   CHECK(steps[5]["loss_scale"] == 32768.0);  // growth only after 2000 clean steps
   CHECK(steps[5]["overflow_skipped_steps"] == 1);
+  // Each step record (log_every 1) has its forward's largest float16 magnitude: finite, above the
+  // inputs' scale, below float16's 65504; the epoch's is the largest of its steps', resumed or not.
+  double largest = 0;
+  for (const json& s : steps) {
+    const double peak = s["fp16_forward_peak"].get<double>();
+    CHECK(peak > 1.0);
+    CHECK(peak < 65504.0);
+    largest = std::max(largest, peak);
+  }
+  std::vector<json> epochs;
+  for (auto& rec : read_metrics_jsonl(tmp.str() + "/three/metrics.jsonl"))
+    if (rec["kind"] == "epoch") epochs.push_back(rec);
+  REQUIRE(epochs.size() == 1);
+  CHECK(epochs[0]["fp16_forward_peak"].get<double>() == largest);
 }

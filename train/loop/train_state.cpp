@@ -26,7 +26,8 @@ json position_to_json(const TrainPosition& p) {
   if (p.amp.scale > 0.f)  // a float16 run's loss scaler (absent otherwise: fp32 states are as before)
     j["loss_scaler"] = {{"scale", p.amp.scale},
                         {"growth_tracker", p.amp.growth_tracker},
-                        {"skipped_steps", p.amp.skipped_steps}};
+                        {"skipped_steps", p.amp.skipped_steps},
+                        {"forward_peak", p.amp.forward_peak}};
   return j;
 }
 
@@ -41,8 +42,10 @@ TrainPosition position_from_json(const json& j, const std::string& path) {
     p.best_top1 = j.at("best_top1").get<double>();
     if (j.contains("loss_scaler")) {
       const json& a = j.at("loss_scaler");
-      p.amp = {a.at("scale").get<float>(), a.at("growth_tracker").get<int64_t>(), a.at("skipped_steps").get<int64_t>()};
-      check(p.amp.scale > 0.f && std::isfinite(p.amp.scale) && p.amp.growth_tracker >= 0 && p.amp.skipped_steps >= 0,
+      p.amp = {a.at("scale").get<float>(), a.at("growth_tracker").get<int64_t>(), a.at("skipped_steps").get<int64_t>(),
+               a.value("forward_peak", 0.f)};  // absent from the states saved before it was kept
+      check(p.amp.scale > 0.f && std::isfinite(p.amp.scale) && p.amp.growth_tracker >= 0 && p.amp.skipped_steps >= 0 &&
+                p.amp.forward_peak >= 0.f,
             path, ": the loss scaler in the metadata is malformed");
     }
   } catch (const json::exception& e) {

@@ -29,6 +29,9 @@ struct LossScalerState {
   float scale = 0.f;              // S; 0: no scaler (fp32 and bf16 runs)
   int64_t growth_tracker = 0;     // clean steps since the last change of S
   int64_t skipped_steps = 0;      // steps skipped for inf/NaN gradients, in total
+  float forward_peak = 0.f;       // the largest |value| rounded to float16 by this epoch's forward
+                                  // passes so far (fp16_peak_take, core/ops/autocast.h); not a rule
+                                  // of GradScaler's: the training loop's record of float16's headroom
 };
 
 class LossScaler {
