@@ -10,7 +10,9 @@ record. What makes that safe is a check, not an assumption: the bits are attache
 when the retrained model's test top-1, both the trainer's last evaluation and sima-eval's, equals the
 record's `top1`. Another build or CPU can change the bits (oneDNN picks its kernels for the CPU); then
 the attempt is written into the record (`per_image_attempts`: its CPU, host and top-1) and nothing is
-attached. Either way the CPU spent is in the record, and the report's ledger counts it
+attached. That shows early: a run that repeats its record has the record's first-epoch train loss to
+the last bit, so when the first epoch's differs the trainer is stopped there (its attempt says so)
+rather than trained to the end. Either way the CPU spent is in the record, and the report's ledger counts it
 (results/report_budget.py).
 
     python3 results/rederive.py run --rows cvt_sima [--seeds 0,1,2]     # at each record's own thread count
@@ -24,7 +26,10 @@ import datetime
 import json
 import os
 import shlex
+import shutil
+import signal
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixed  # noqa: E402
@@ -61,6 +66,42 @@ def planned_epochs(argv):
     return next((int(s.split("=", 1)[1]) for s in sets if s.startswith("train.epochs=")), None)
 
 
+class FirstEpochWatch(threading.Thread):
+    """Fails fast: a retrained run that repeats its record has the record's first-epoch train loss to
+    the last bit. This thread polls the run folder's metrics; when the first epoch's loss is there and
+    differs, the build or CPU does not repeat the run, so it stops the trainer (SIGTERM: it saves and
+    exits) instead of training the rest for nothing. `mismatch` is then (got, the record's)."""
+
+    def __init__(self, out, want):
+        super().__init__(daemon=True)
+        self.out, self.want, self.mismatch = out, want, None
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.wait(POLL_S):
+            first = (epoch_records(self.out) or [None])[0]
+            if first is None:
+                continue
+            if first.get("train_loss") != self.want:
+                self.mismatch = (first.get("train_loss"), self.want)
+                with runner._trainers_lock:
+                    for p in list(runner._trainers.values()):
+                        p.send_signal(signal.SIGTERM)
+            return
+
+
+POLL_S = 2.0  # seconds between two looks at the first epoch
+
+
+def no_repeat(rec, attempt, out, mismatch):
+    """The record keeps an attempt whose first epoch already differed; its run folder goes."""
+    attempt["result"] = ("epoch 1 train loss %r against the record's %r: this build and CPU do not repeat the"
+                         " run; stopped after epoch 1, nothing attached" % mismatch)
+    rec.setdefault("per_image_attempts", []).append(attempt)
+    shutil.rmtree(out, ignore_errors=True)
+    return attempt["result"]
+
+
 def rederive(row, seed):
     """Retrains one run and attaches its per-image record when the top-1 matches. Returns a line saying
     what happened; None when stopped (SIGTERM) with the train state saved."""
@@ -79,12 +120,24 @@ def rederive(row, seed):
         return "its command is not a sima-train run: %s" % rec.get("command")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     resume = parked.start_or_resume(RUNS, out, planned_epochs(argv))
+    want = ((rec.get("epochs") or [{}])[0]).get("train_loss")
+    watch = FirstEpochWatch(out, want) if want is not None and not epoch_records(out) else None
+    if watch:
+        watch.start()
     code, last, spent = run_sitting(argv + (["--resume"] if resume else []), env, out, resume)
-    if code == INTERRUPTED:
+    if watch:
+        watch.done.set()
+        watch.join()
+    if code == INTERRUPTED and not (watch and watch.mismatch):
         return None
     attempt = {"command": user_command(argv, threads), "commit": git_commit(), "binary": binary_version(BIN),
                "cpu": cpu_info()["model"], "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
                **spent_totals(spent), "exit_code": code}
+    if watch and watch.mismatch:
+        verdict = no_repeat(rec, attempt, out, watch.mismatch)
+        write_json(path, rec)
+        parked.drop(RUNS, out)
+        return verdict
     if code == 0:
         fixed.evaluate_test(attempt, out, env, threads, [])
         attempt["cpu_s"] = round(attempt["cpu_s"] + attempt["eval"]["cpu_s"], 1)

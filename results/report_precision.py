@@ -196,8 +196,16 @@ def unpaired_note(t, j):
             " (`sima-eval --per-image`, the records' `correct_hex`); the fp32 records of claim 1 keep none, and"
             " their checkpoints are gone, so the paired bootstrap needs `%s`'s runs trained again:"
             " `python3 results/rederive.py run --rows %s` attaches each run's per-image record when the retrained"
-            " model reproduces its recorded top-1.\n"
-            % (fp32, 100 * p, "{:,}".format(verdicts.N_TEST).replace(",", " "), half, verdicts.MARGIN, bf16, fp32, fp32)]
+            " model reproduces its recorded top-1.%s\n"
+            % (fp32, 100 * p, "{:,}".format(verdicts.N_TEST).replace(",", " "), half, verdicts.MARGIN, bf16, fp32, fp32,
+               attempts_said(t, fp32))]
+
+
+def attempts_said(t, row):
+    """What the records say of the rederive attempts on `row` that attached nothing (results/rederive.py)."""
+    tried = [(r.get("seed"), a) for r in t.records.get(row, []) for a in r.get("per_image_attempts") or []]
+    return "".join(" Tried on seed %s (%s, %s, %s CPU s): %s." % (s, a.get("cpu"), a.get("date"), a.get("cpu_s"),
+                                                                   a.get("result")) for s, a in tried)
 
 
 def bf16_verdict(t, j):

@@ -159,6 +159,12 @@ t = table({rp.fp16_row("e50_xcit_sima_nonorm"): [done(0, 91.0, 0, 65536.0)]}, se
 ans = " ".join(rp.fp16_answer(t))
 check("No: 0 of 1 seed diverged" in ans and "its float16 row is not run yet" in ans.replace("Its", "its"),
       "none trains, l1 not run: " + ans)
+# A rederive attempt that attached nothing is said under the bf16 table, from the fp32 record.
+tried = dict(done(0, 93.39), per_image_attempts=[{"cpu": "AMD EPYC", "date": "2026-12-02 16:05 UTC", "cpu_s": 61.2,
+                                                  "result": "epoch 1 train loss 1.2766 against the record's 1.2756"}])
+said = rp.attempts_said(table({"cvt_sima": [tried, done(1, 93.24)]}, {"cvt_sima": 3}), "cvt_sima")
+check(said == " Tried on seed 0 (AMD EPYC, 2026-12-02 16:05 UTC, 61.2 CPU s): epoch 1 train loss 1.2766 against the"
+      " record's 1.2756.", "rederive attempts said: %r" % said)
 out = []
 rp.fp16_section(table({}, seeds), out)
 text = "\n".join(out)

@@ -2,12 +2,14 @@
 """results/rederive.py with a fake trainer: a record's command is run again (its binary from BIN, its
 run folder replaced, its thread count kept); the per-image record is attached only when the retrained
 top-1 equals the record's, otherwise the attempt is kept in the record with nothing attached; a run
-stopped mid-way is parked and resumed; records that have their bits, or did not finish, are left alone."""
+stopped mid-way is parked and resumed; one whose first epoch's train loss differs from the record's is
+stopped there; records that have their bits, or did not finish, are left alone."""
 import json
 import os
 import shutil
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -28,7 +30,8 @@ def check(ok, what):
 # (130); otherwise it finishes its epochs (resuming after the saved one) with test top-1 FAKE_TOP1 at the
 # end. The fake sima-eval prints that top-1 with 8 images' correctness.
 FAKE = r'''#!%s
-import json, os, sys
+import json, os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))  # as sima-train: saves, exits 130
 a = sys.argv
 top1 = float(os.environ.get("FAKE_TOP1", "93.39"))
 if "--checkpoint" in a:
@@ -46,6 +49,8 @@ if "--resume" not in a:
     open(os.path.join(out, "train_state.safetensors"), "wb").write(b"state")
     if os.environ.get("FAKE_STOP"):
         sys.exit(130)
+    if os.environ.get("FAKE_WAIT"):  # a long run: until SIGTERM (saved, exit 130), at most 30 s
+        time.sleep(30)
 open(os.path.join(out, "metrics.jsonl"), "a").write(ep(2, top1))
 open(os.path.join(out, "model.safetensors"), "wb").write(b"weights")
 ''' % sys.executable
@@ -95,6 +100,28 @@ with tempfile.TemporaryDirectory() as d:
     rec = json.load(open(rederive.record_path("cvt_sima", 2)))
     check(said.startswith("attached") and [s["resumed"] for s in rec["per_image"]["sittings"]] == [False, True],
           "resumed and attached: %s %r" % (said, rec.get("per_image")))
+
+    # Fails fast: the first epoch's train loss (the fake's 1.0) differs from the record's, so the trainer
+    # is stopped after it (not after the fake's 30 s), the attempt says why, its run folder is gone.
+    rederive.POLL_S = 0.05
+    write_json(rederive.record_path("cvt_sima", 3), dict(base, command=COMMAND.replace("seed=0", "seed=3"),
+                                                         epochs=[{"epoch": 1, "train_loss": 0.9}]))
+    os.environ["FAKE_WAIT"] = "1"
+    t0 = time.monotonic()
+    said = rederive.rederive("cvt_sima", 3)
+    took = time.monotonic() - t0
+    rec = json.load(open(rederive.record_path("cvt_sima", 3)))
+    att = (rec.get("per_image_attempts") or [{}])[-1]
+    check(said is not None and "epoch 1 train loss 1.0 against the record's 0.9" in said and took < 20
+          and "correct_hex" not in rec and att.get("exit_code") == 130 and att.get("cpu_s", -1) >= 0
+          and not os.path.exists(os.path.join(rederive.OUT, "cvt_sima_s3")),
+          "first epoch differs: %s (%.1f s) %r" % (said, took, rec))
+    del os.environ["FAKE_WAIT"]
+    # ... and when it matches, the run goes on to the end and the bits are attached.
+    write_json(rederive.record_path("cvt_sima", 4), dict(base, command=COMMAND.replace("seed=0", "seed=4"),
+                                                         epochs=[{"epoch": 1, "train_loss": 1.0}]))
+    said = rederive.rederive("cvt_sima", 4)
+    check(said.startswith("attached"), "first epoch matches: %s" % said)
 
     # Left alone: a failed run, a missing record.
     write_json(rederive.record_path("cvt_softmax", 0), dict(base, exit_code=1))
