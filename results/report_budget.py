@@ -25,6 +25,11 @@ PARTS = (("rows", "runs of the tables"), ("sweeps", "epoch-sweep points"), ("wid
          ("pre_protocol", "runs before the protocol"), ("parked", "parked runs' sittings so far"),
          ("quickstart_precision", "quickstart runs at fp32 and bf16"),
          ("rederive", "runs trained again for their per-image records"))
+SINGULAR = {"runs of the tables": "run of the tables", "epoch-sweep points": "epoch-sweep point",
+            "width-sweep points": "width-sweep point", "runs before the protocol": "run before the protocol",
+            "parked runs' sittings so far": "parked run's sittings so far",
+            "quickstart runs at fp32 and bf16": "quickstart run",
+            "runs trained again for their per-image records": "run trained again for its per-image record"}
 
 
 def part_of(rel):
@@ -86,7 +91,8 @@ def budget_section(t, out, runs):
     led = ledger(runs)
     total = sum(v[1] for v in led.values())
     new = sum(v[2] for v in led.values())
-    parts = ", ".join("%d %s %.1f" % (led[p][0], what, led[p][1] / 3600) for p, what in PARTS if led[p][0])
+    parts = ", ".join("%d %s %.1f" % (led[p][0], SINGULAR.get(what, what) if led[p][0] == 1 else what, led[p][1] / 3600)
+                      for p, what in PARTS if led[p][0])
     out.append("CPU spent by the study, every run it recorded: %.1f CPU-hours (%s). The first two rounds' limit was 40"
                " CPU-hours; this round (records and sittings dated from %s) may spend at most %.0f new CPU-hours and"
                " has spent %.1f (a record without dated sittings counts whole when it is dated in the round; parked"
