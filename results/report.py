@@ -6,6 +6,7 @@ import os
 import statistics
 
 import report_budget
+import report_claim6
 import report_claims
 import report_dino
 import report_precision
@@ -13,7 +14,6 @@ import report_protocol
 import report_speed
 import stats
 import fixed
-import frozen_eval
 import practitioner
 import precision_rows
 import quickstart_precision
@@ -236,70 +236,6 @@ def tta_hosts_lines(t):
             " each sitting ran (their records list each sitting's CPU).\n"]
 
 
-def frozen_cells(ev):
-    """(k-NN k=10 / 20 / 100, linear probe) cells of a frozen-feature evaluation (results/frozen_eval.py)."""
-    res = (ev or {}).get("result")
-    if not res:
-        return ("eval failed: " + ev.get("error", "") if ev else "not run"), "—"
-    return " / ".join("%.2f" % v["top1"] for v in res["knn"]["results"]), "%.2f" % res["linear_probe"]["top1"]
-
-
-def claim6_section(t, out):
-    """Claim 6: DINO's frozen features, k-NN and linear probe, and the same for what they must beat."""
-    out.append("## Claim 6: DINO with SimA against DINO with XCA (XCiT)\n")
-    out.append("| features | k-NN k=10 / 20 / 100 | linear probe | DINO CPU / wall (min:s) | paper (XCiT-S12/16, 100 ep.): linear / 20-NN |")
-    out.append("|---|---|---|---|---|")
-    baselines, pixels = [], []  # the untrained networks, then the raw pixels (the same in every record)
-    for row, what, paper in (("dino_xcit_xca", "XCiT, XCA", "75.8 / 71.6"), ("dino_xcit_sima", "XCiT, SimA", "75.5 / 71.2")):
-        recs = t.records[row]
-        knn, lp, wall = "not run", "—", "—"
-        if recs:
-            r = recs[0]
-            wall = "%s / %s" % (fmt_time(r.get("cpu_s", 0)), fmt_time(r["wall_s"]))
-            knn, lp = frozen_cells(r.get("eval")) if "eval" in r else (knn, lp)
-            if r.get("exit_code"):
-                knn = "failed: " + r.get("error", "")
-            b = r.get("baselines", {})
-            if "init" in b:
-                baselines.append(("%s freshly initialised (no training)" % what, b["init"]))
-            if "pixels" in b and not pixels:
-                pixels.append(("raw pixels", b["pixels"]))
-        out.append("| DINO teacher, %s | %s | %s | %s | %s |" % (what, knn, lp, wall, paper))
-    for what, ev in baselines + pixels:
-        out.append("| %s | %s | %s | — | — |" % ((what,) + frozen_cells(ev)))
-    out.append("")
-    out.extend(dino_target_lines(t))
-
-
-DINO_ROWS = (("dino_xcit_xca", "XCA"), ("dino_xcit_sima", "SimA"))
-LINEAR_TARGET = 88.0  # the study's target for a DINO teacher's linear probe on the test set
-
-
-def dino_target_lines(t):
-    """Claim 6 against the study's targets, for each DINO row that finished: its teacher's 20-NN above the
-    raw pixels' 20-NN (from the same record), its linear probe at LINEAR_TARGET or more; then SimA − XCA,
-    one seed each, so a difference without an interval, beside the paper's."""
-    scores, said = {}, []
-    for row, what in DINO_ROWS:
-        r = (t.records[row] or [None])[0]
-        if not r or r.get("exit_code") or not (r.get("eval") or {}).get("result"):
-            continue
-        knn, lp = scores[what] = frozen_eval.scores(r["eval"])
-        pix = frozen_eval.scores(r.get("baselines", {}).get("pixels"))[0]
-        vs = ("the raw pixels' not recorded" if pix is None else
-              "%s the raw pixels' %.2f: %s" % (("above", pix, "met") if knn > pix else ("not above", pix, "missed")))
-        said.append("%s: 20-NN %.2f, %s; linear probe %.2f against %.1f: %s." % (
-            what, knn, vs, lp, LINEAR_TARGET, "met" if lp >= LINEAR_TARGET else "missed"))
-    if not said:
-        return []
-    line = ("Targets (test set, seed 0): a DINO teacher's 20-NN above the raw pixels', and its linear probe at"
-            " %.0f %% or more. %s" % (LINEAR_TARGET, " ".join(said)))
-    if len(scores) == 2:
-        line += (" SimA − XCA: 20-NN %s, linear probe %s (one seed each, so no interval; the paper's −0.4 and"
-                 " −0.3)." % tuple(stats.signed(s - x) for s, x in zip(scores["SimA"], scores["XCA"])))
-    return [line, ""]
-
-
 def write(root, rows, load, path="", heatmaps=(), runs=""):
     t = Table(root, rows, load)
     out = ["# SimA's claims at Fashion-MNIST scale\n",
@@ -326,7 +262,7 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
     tta_section(t, out)
     practitioner.section(t, root, os.path.join(os.path.dirname(path), "results", practitioner.PNG),
                          "results/" + practitioner.PNG, out)
-    claim6_section(t, out)
+    report_claim6.section(t, out)
     report_dino.dino_recipe_section(runs, out)
 
     report_speed.speed_section(t.records, out)

@@ -81,8 +81,8 @@ ROWS = [
 ] + [(r, claims, "fixed", seeds) for r, claims, seeds in fixed.all_rows()  # claims 2-5: fixed budgets
 ] + [(r, claims, "fixed" if fixed.epochs_of(r) else "train", seeds)  # a row's recipe at bf16 / fp16
      for r, _, claims, seeds in precision_rows.all_rows()] + [
-    ("dino_xcit_xca", [6], "dino", 1),
-    ("dino_xcit_sima", [6], "dino", 1),
+    ("dino_xcit_xca", [6], "dino", 2),  # 2 seeds a side: SimA − XCA with an interval (results/report_claim6.py)
+    ("dino_xcit_sima", [6], "dino", 2),
     ("bench_table3", [7], "bench", 1),  # Table 3, D read as the token width (the paper's section 2.1)
     ("bench_table3_head", [7], "bench", 1),  # the same, D read as the head width
     ("bench_fig1_tokens", [7], "bench", 1),

@@ -511,28 +511,6 @@ check(abs(j4["d"] - 2 * (statistics.mean(top[0]) - statistics.mean(top[1]))) < 1
 check((j4["lo"], j4["hi"]) == verdicts.interval(e4, 0.95), "interaction interval: %r" % j4)
 check(interaction_of([], three, low, three) is None, "interaction with a row not run")
 
-# Claim 6 against the study's targets: each finished DINO row's 20-NN against the raw pixels' from its own
-# record, its linear probe against 88, then SimA − XCA without an interval.
-def frozen(k20, lp):
-    return {"result": {"knn": {"results": [{"k": 10, "top1": k20 + 1}, {"k": 20, "top1": k20},
-                                           {"k": 100, "top1": k20 - 1}]}, "linear_probe": {"top1": lp}}}
-def dino_lines(xca, sima):
-    recs = {"dino_xcit_xca": xca, "dino_xcit_sima": sima}
-    t = report.Table("", [(r, "", "dino", 1) for r in recs], lambda row, seed: recs[row] if seed == 0 else None)
-    return " ".join(report.dino_target_lines(t))
-pixels = {"pixels": frozen(85.7, 85.0)}
-xca = {"seed": 0, "exit_code": 0, "wall_s": 1.0, "eval": frozen(80.0, 78.5), "baselines": pixels}
-sima = dict(xca, eval=frozen(86.0, 88.0))
-check(dino_lines(None, None) == "", "claim 6, no record: " + dino_lines(None, None))
-low = dino_lines(xca, dict(sima, eval=frozen(79.0, 78.0)))
-check("SimA − XCA: 20-NN −1.00, linear probe −0.50 (one seed" in low, "claim 6, SimA behind: " + low)
-both = dino_lines(xca, sima)
-check("XCA: 20-NN 80.00, not above the raw pixels' 85.70: missed; linear probe 78.50 against 88.0: missed." in both
-      and "SimA: 20-NN 86.00, above the raw pixels' 85.70: met; linear probe 88.00 against 88.0: met." in both
-      and "SimA − XCA: 20-NN +6.00, linear probe +9.50 (one seed each" in both, "claim 6, both: " + both)
-one = dino_lines(xca, dict(sima, exit_code=1, error="x"))
-check("XCA: 20-NN 80.00" in one and "SimA" not in one, "claim 6, SimA failed: " + one)
-
 # The CPU ledger of the header (results/report_budget.py): every record counts once, by where it lies;
 # this round's CPU from dated sittings, else from a record dated in the round; undated parked sittings
 # predate the round.
