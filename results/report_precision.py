@@ -119,8 +119,8 @@ def fp16_answer(t):
     ok = cl["trained"] == nl
     so_far = ", so far (%d of %d seeds recorded)" % (nl, wl) if nl < wl else ""
     if not bad:
-        b = "ℓ1 has nothing to prevent here: \"none\" trained at float16 too (ℓ1: %d of %d seeds trained%s)." % (
-            cl["trained"], nl, so_far)
+        b = "ℓ1 has nothing to prevent here: \"none\" trained at float16 too (ℓ1: %d of %d seed%s trained%s)." % (
+            cl["trained"], nl, "s" * (nl != 1), so_far)
     else:
         b = "Does ℓ1 prevent it? %s: %d of %d ℓ1 seed%s trained at float16%s." % (
             "Yes" if ok else "No", cl["trained"], nl, "s" * (nl != 1), so_far)
