@@ -24,8 +24,9 @@ ROWS = [
     ("bf16", "cvt_sima", [1], 3),
 ]
 # Training records that matter at float16: the scaler's state after each epoch, and the epoch's
-# largest magnitude rounded to float16 in a forward pass (train/loop/loop.cpp).
-SCALER_KEYS = ("loss_scale", "overflow_skipped_steps", "fp16_forward_peak")
+# largest magnitude rounded to float16 in a forward pass, overall and in its attention cores'
+# products (train/loop/loop.cpp).
+SCALER_KEYS = ("loss_scale", "overflow_skipped_steps", "fp16_forward_peak", "fp16_forward_peak_attention")
 
 
 def name(precision, row):

@@ -23,12 +23,12 @@ ROUND_START = "2026-12-01 00:00 UTC"  # round three: the verdict rule, DINO, cla
 ROUND_BUDGET_H = 60.0  # new CPU-hours this round may spend
 PARTS = (("rows", "runs of the tables"), ("sweeps", "epoch-sweep points"), ("widths", "width-sweep points"),
          ("pre_protocol", "runs before the protocol"), ("parked", "parked runs' sittings so far"),
-         ("quickstart_precision", "quickstart runs at fp32 and bf16"),
+         ("quickstart_precision", "quickstart runs at fp32 and bf16"), ("fp16_headroom", "float16 headroom probes"),
          ("rederive", "runs trained again for their per-image records"))
 SINGULAR = {"runs of the tables": "run of the tables", "epoch-sweep points": "epoch-sweep point",
             "width-sweep points": "width-sweep point", "runs before the protocol": "run before the protocol",
             "parked runs' sittings so far": "parked run's sittings so far",
-            "quickstart runs at fp32 and bf16": "quickstart run",
+            "quickstart runs at fp32 and bf16": "quickstart run", "float16 headroom probes": "float16 headroom probe",
             "runs trained again for their per-image records": "run trained again for its per-image record"}
 
 
@@ -37,7 +37,7 @@ def part_of(rel):
     if rel.startswith(os.path.join("sweeps", "widths") + os.sep):
         return "widths"
     top = rel.split(os.sep)[0]
-    return top if top in ("sweeps", "pre_protocol", "parked", "quickstart_precision") else "rows"
+    return top if top in ("sweeps", "pre_protocol", "parked", "quickstart_precision", "fp16_headroom") else "rows"
 
 
 def round_cpu(rec, start=ROUND_START):

@@ -5,6 +5,7 @@ import math
 import re
 import statistics
 
+import fp16_headroom
 import precision_rows
 import report_claims
 import verdicts
@@ -61,13 +62,19 @@ def forward_peak(rec):
     scaler, "not logged" for a float16 run made before."""
     if precision_rows.record_precision(rec) != "fp16":
         return "—"
-    peaks = [e["fp16_forward_peak"] for e in rec.get("epochs") or [] if e.get("fp16_forward_peak") is not None]
-    st = rec.get("loss_scaler") or {}
-    if st.get("fp16_forward_peak") is not None:
-        peaks.append(st["fp16_forward_peak"])
-    if not peaks:
+    got = []
+    for key in ("fp16_forward_peak", "fp16_forward_peak_attention"):
+        peaks = [e[key] for e in rec.get("epochs") or [] if e.get(key) is not None]
+        if (rec.get("loss_scaler") or {}).get(key) is not None:
+            peaks.append(rec["loss_scaler"][key])
+        got.append(fmt_peak(max(peaks)) if peaks else None)
+    if got[0] is None:
         return "not logged"
-    return ("%.0f" if max(peaks) >= 100 else "%.3g") % max(peaks)
+    return got[0] + (" (%s)" % got[1] if got[1] is not None else "")
+
+
+def fmt_peak(x):
+    return ("%.0f" if x >= 100 else "%.3g") % x
 
 
 def curve(rec):
@@ -140,7 +147,8 @@ def fp16_section(t, out):
                " finished below %.0f %% test top-1. *Skipped* counts the steps the loss scaler skipped for an"
                " overflowed gradient (each halves the scale), with the scale at the last logged step. *Forward peak*"
                " is the largest magnitude any value of a training forward pass had where it was rounded to float16"
-               " (the products' inputs and outputs; `fp16_forward_peak` in the metrics), over the whole run: float16"
+               " (the products' inputs and outputs; `fp16_forward_peak` in the metrics), over the whole run, and in"
+               " brackets the same over the attention cores' products (`fp16_forward_peak_attention`): float16"
                " overflows from 65520, and the loss scaler guards only the backward, so a forward that reached it"
                " would give an infinite loss (runs made before the trainer logged it say \"not logged\"). Train loss"
                " at epochs %s.\n" % (CHANCE_BOUND, ", ".join(map(str, CURVE_EPOCHS))))
@@ -154,6 +162,25 @@ def fp16_section(t, out):
     out.extend(fp16_answer(t))
     out.append("\nOne row end to end (its seeds in turn, then the test set once each, records in"
                " `results/runs/<row>/`): `%s`.\n" % run_command([fp16_row("e50_xcit_sima_nonorm")], 1))
+    headroom_section(out)
+
+
+def headroom_section(out, records=None):
+    """How close the forward starts to float16's limit, at this study's scale and the paper's."""
+    recs = fp16_headroom.load(records)
+    out.append("**How close the forward starts to float16's limit** (`python3 results/fp16_headroom.py run`). The"
+               " forward peak (as in the table above) of the first %d steps at fp16 of each config, batch %d,"
+               " one thread: the weights are the initial ones (the warm-up's first learning rates are about"
+               " 1e-6). In brackets, the attention cores' part of it; then float16's headroom, 65504 over the"
+               " peak. The paper's scale is XCiT-S12/16"
+               " on Fashion-MNIST resized to 224 pixels; nothing else differs from claim 4's configs.\n"
+               % (fp16_headroom.STEPS, fp16_headroom.BATCH))
+    if not recs:
+        out.append("Not run yet: `python3 results/fp16_headroom.py run`.\n")
+        return
+    out.extend(fp16_headroom.table(recs))
+    cpu = sum(r.get("cpu_s", 0) for r in recs.values())
+    out.append("\n%d probes recorded, %.0f CPU seconds in all (`results/runs/fp16_headroom/`).\n" % (len(recs), cpu))
 
 
 def bf16_section(t, out):

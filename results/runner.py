@@ -137,9 +137,10 @@ def scaler_state(out_dir):
     """A float16 run's loss scaler as its metrics log last saw it, {"step", "loss_scale",
     "overflow_skipped_steps"} (step and epoch records carry the two, train/loop/loop.cpp), or None for
     a run without a scaler. A run stopped mid-epoch is seen up to its last logged step. With it, when
-    the log has them, "fp16_forward_peak": the largest of every record's (the largest magnitude a
-    forward pass rounded to float16; a run that diverged mid-epoch has it from its step records)."""
-    last, peak = None, None
+    the log has them, PEAK_KEYS: the largest of every record's (the largest magnitude a forward pass
+    rounded to float16, and within it the attention cores'; a run that diverged mid-epoch has them
+    from its step records)."""
+    last, peaks = None, {}
     path = os.path.join(out_dir, "metrics.jsonl")
     if os.path.exists(path):
         with open(path) as f:
@@ -147,11 +148,16 @@ def scaler_state(out_dir):
                 r = json.loads(line)
                 if "loss_scale" in r:
                     last = {k: r.get(k) for k in ("step", "loss_scale", "overflow_skipped_steps")}
-                if r.get("fp16_forward_peak") is not None:
-                    peak = max(peak or 0.0, r["fp16_forward_peak"])
-    if last is not None and peak is not None:
-        last["fp16_forward_peak"] = peak
+                for k in PEAK_KEYS:
+                    if r.get(k) is not None:
+                        peaks[k] = max(peaks.get(k, 0.0), r[k])
+    if last is not None:
+        last.update(peaks)
     return last
+
+
+# A float16 run's largest forward magnitudes, overall and in the attention cores' products (train/loop/loop.cpp).
+PEAK_KEYS = ("fp16_forward_peak", "fp16_forward_peak_attention")
 
 
 @contextlib.contextmanager

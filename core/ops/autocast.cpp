@@ -82,21 +82,33 @@ float round_to_fp16(float x) {
 
 namespace {
 
-std::atomic<float>& fp16_peak() {
-  static std::atomic<float> peak{0.f};
-  return peak;
+// [0]: every rounding; [1]: those inside an Fp16AttentionSite (the attention cores' products).
+std::atomic<float>& fp16_peak(int site) {
+  static std::atomic<float> peak[2] = {0.f, 0.f};
+  return peak[site];
 }
 
-void raise_fp16_peak(float m) {  // peak = max(peak, m), from any thread
-  std::atomic<float>& peak = fp16_peak();
+thread_local int fp16_site = 0;  // 1 while this thread runs an attention core's product
+
+void raise_to(std::atomic<float>& peak, float m) {  // peak = max(peak, m), from any thread
   float seen = peak.load(std::memory_order_relaxed);
   while (m > seen && !peak.compare_exchange_weak(seen, m, std::memory_order_relaxed)) {
   }
 }
 
+void raise_fp16_peak(float m) {
+  raise_to(fp16_peak(0), m);
+  if (fp16_site) raise_to(fp16_peak(1), m);
+}
+
 }  // namespace
 
-float fp16_peak_take() { return fp16_peak().exchange(0.f, std::memory_order_relaxed); }
+Fp16AttentionSite::Fp16AttentionSite() : saved_(fp16_site) { fp16_site = 1; }
+Fp16AttentionSite::~Fp16AttentionSite() { fp16_site = saved_; }
+
+float fp16_attention_peak_take() { return fp16_peak(1).exchange(0.f, std::memory_order_relaxed); }
+
+float fp16_peak_take() { return fp16_peak(0).exchange(0.f, std::memory_order_relaxed); }
 
 void round_to_fp16(const float* x, float* y, int64_t n) {
   parallel_for(n, kGrainElementwise, [&](int64_t i0, int64_t i1) {

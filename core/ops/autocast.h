@@ -71,6 +71,21 @@ void round_to_fp16(const float* x, float* y, int64_t n);
 // per epoch (fp16_forward_peak, docs/precision.md).
 float fp16_peak_take();
 
+// The same over the roundings made inside an Fp16AttentionSite only: the products of the attention
+// cores, which open one on the thread that runs each product (gemm_block, core/ops/gemm.h, the
+// packed cores' product of one image and head). Taken and restarted on its own.
+float fp16_attention_peak_take();
+class Fp16AttentionSite {
+ public:
+  Fp16AttentionSite();
+  ~Fp16AttentionSite();
+  Fp16AttentionSite(const Fp16AttentionSite&) = delete;
+  Fp16AttentionSite& operator=(const Fp16AttentionSite&) = delete;
+
+ private:
+  int saved_;
+};
+
 // The float16 cast of CUDA autocast as an op, for products that do not go through gemm() (the
 // depthwise convolutions): forward y = round_to_fp16(x); backward dx = round_to_fp16(dy), the
 // gradient a float16 tensor receives. Undefined in, undefined out.

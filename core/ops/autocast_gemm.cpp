@@ -177,6 +177,7 @@ void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
     return;
   }
   thread_local std::vector<float> a32, b32;  // FP16: the rounded values, as floats
+  const Fp16AttentionSite site;  // their sizes count as the attention cores' (fp16_attention_peak_take)
   const float* a = rounded_rows(a32, A, a_rows, a_cols, lda, fp16_floats);
   const float* b = rounded_rows(b32, B, b_rows, b_cols, ldb, fp16_floats);
   if (beta != 0.f)

@@ -110,7 +110,8 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float*
 // place (the packed attention cores, whose q, k, v are column blocks of the qkv Linear's output).
 // Off: detail::sgemm_block, the float32 product, bit for bit. BF16 / FP16: op(A) and op(B) rounded
 // into contiguous copies and the product run as gemm() runs it (FP16 rounds C too, ±inf past
-// 65504); C is written in place with its ldc. The caller counts the flops.
+// 65504); C is written in place with its ldc. The caller counts the flops. Only the attention cores
+// call it, so FP16's roundings here count as theirs (fp16_attention_peak_take, autocast.h).
 void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 

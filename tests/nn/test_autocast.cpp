@@ -146,6 +146,28 @@ TEST_CASE("autocast: fp16_peak_take is the largest |x| rounded to float16 since 
   float small[3] = {1.f, -2.5f, 0.25f};  // shorter than a vector: the scalar loop alone
   round_to_fp16(small, small, 3);
   CHECK(fp16_peak_take() == 2.5f);
+  // Inside an Fp16AttentionSite the sizes count for the attention cores too, outside only overall;
+  // gemm_block (the packed attention cores' product) opens one at fp16.
+  fp16_attention_peak_take();
+  round_to_fp16(small, small, 3);
+  CHECK(fp16_attention_peak_take() == 0.f);
+  {
+    const Fp16AttentionSite site;
+    float big[2] = {300.f, -1.f};
+    round_to_fp16(big, big, 2);
+  }
+  CHECK(fp16_attention_peak_take() == 300.f);
+  CHECK(fp16_peak_take() == 300.f);
+  const float A[4] = {100.f, 0.f, 0.f, 100.f}, B[4] = {3.f, 0.f, 0.f, 3.f};
+  float C[4] = {};
+  {
+    const AutocastGuard fp16(AutocastMode::FP16);
+    gemm_block(false, false, 2, 2, 2, A, 2, B, 2, 0.f, C, 2);
+  }
+  CHECK(C[0] == 300.f);
+  CHECK(fp16_attention_peak_take() == 300.f);  // the largest of A, B and C
+  gemm(false, false, 2, 2, 2, A, B, 0.f, C);     // not autocast: nothing rounded
+  CHECK(fp16_attention_peak_take() == 0.f);
 }
 
 TEST_CASE("autocast: float16 rounding, F16C against integer rounding") {

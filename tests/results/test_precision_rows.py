@@ -142,6 +142,9 @@ l1_peak = done(0, 92.0, 3, 65536.0)
 l1_peak["epochs"][1]["fp16_forward_peak"], l1_peak["epochs"][3]["fp16_forward_peak"] = 812.25, 1234.51
 check(rp.forward_peak(l1_peak) == "1235" and rp.forward_peak(done(0, 92.0)) == "—",
       "the forward peak: the largest over the epochs; none at fp32")
+l1_peak["epochs"][1]["fp16_forward_peak_attention"], l1_peak["epochs"][2]["fp16_forward_peak_attention"] = 7.25, 9.5
+l1_peak["loss_scaler"]["fp16_forward_peak_attention"] = 8.0
+check(rp.forward_peak(l1_peak) == "1235 (9.5)", "with the attention cores' part: %r" % rp.forward_peak(l1_peak))
 check(rp.seed_lines(t, "ℓ2", rp.fp16_row("e50_xcit_sima_l2"))[1] == "| ℓ2 | fp16 | 1 | not run | — | — | — | — | — |",
       "a seed not run")
 ans = " ".join(rp.fp16_answer(t))

@@ -529,12 +529,13 @@ with tempfile.TemporaryDirectory() as d:
     w("parked/e100_deit_softmax_s0/other.json", {"cpu_s": 1000.0})
     w("deit_sima/heatmap.json", {"trained": {}})
     w("quickstart_precision/bf16_s0.json", {"cpu_s": 200.0, "sittings": [{"cpu_s": 200.0, "date": "2026-12-02 13:00 UTC"}]})
+    w("fp16_headroom/study_none.json", {"cpu_s": 3.0, "date": "2026-12-02 16:40 UTC"})
     w("cvt_sima/s0.json", {"cpu_s": 0.0, "date": "2026-11-27 08:16 UTC",  # trained again twice: counted apart
                            "per_image": {"cpu_s": 30.0, "date": "2026-12-03 10:00 UTC"},
                            "per_image_attempts": [{"cpu_s": 5.0, "date": "2026-11-30 10:00 UTC"}]})
     led = report_budget.ledger(d)
     check(led == {"rows": [4, 450.0, 250.0], "sweeps": [1, 10.0, 0.0], "widths": [1, 20.0, 0.0],
-                  "pre_protocol": [1, 40.0, 0.0], "parked": [1, 12.0, 7.0], "quickstart_precision": [1, 200.0, 200.0],
+                  "pre_protocol": [1, 40.0, 0.0], "parked": [1, 12.0, 7.0], "quickstart_precision": [1, 200.0, 200.0], "fp16_headroom": [1, 3.0, 3.0],
                   "rederive": [2, 35.0, 30.0]}, "ledger: %r" % led)
 
 # A parked run of a claim table is named under it with the epochs its parked metrics log.

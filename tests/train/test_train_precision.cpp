@@ -177,16 +177,20 @@ TEST_CASE("train.precision fp16: an inf gradient skips the step, leaves weights 
   CHECK(steps[5]["overflow_skipped_steps"] == 1);
   // Each step record (log_every 1) has its forward's largest float16 magnitude: finite, above the
   // inputs' scale, below float16's 65504; the epoch's is the largest of its steps', resumed or not.
-  double largest = 0;
+  double largest = 0, largest_attention = 0;
   for (const json& s : steps) {
-    const double peak = s["fp16_forward_peak"].get<double>();
+    const double peak = s["fp16_forward_peak"].get<double>(), attention = s["fp16_forward_peak_attention"].get<double>();
     CHECK(peak > 1.0);
     CHECK(peak < 65504.0);
+    CHECK(attention > 0.0);  // the SimA core's products (packed: gemm_block), part of the whole
+    CHECK(attention <= peak);
     largest = std::max(largest, peak);
+    largest_attention = std::max(largest_attention, attention);
   }
   std::vector<json> epochs;
   for (auto& rec : read_metrics_jsonl(tmp.str() + "/three/metrics.jsonl"))
     if (rec["kind"] == "epoch") epochs.push_back(rec);
   REQUIRE(epochs.size() == 1);
   CHECK(epochs[0]["fp16_forward_peak"].get<double>() == largest);
+  CHECK(epochs[0]["fp16_forward_peak_attention"].get<double>() == largest_attention);
 }

@@ -91,12 +91,17 @@ double TrainingLoop::train_step(double& grad_norm_out, bool& skipped) {
   optim_->set_lr(schedule_value(sched_.lr, pos_.step));
   optim_->set_weight_decay(schedule_value(sched_.weight_decay, pos_.step));
   const AutocastGuard autocast(autocast_);  // forward and backward; evaluation runs outside the step
-  if (scaler_) fp16_peak_take();           // float16: what this forward rounds, from here
+  if (scaler_) {  // float16: what this forward rounds, from here
+    fp16_peak_take();
+    fp16_attention_peak_take();
+  }
   const StepLoss step = obj_.forward(pos_);
   if (scaler_) {
-    const float peak = fp16_peak_take();
+    const float peak = fp16_peak_take(), attention = fp16_attention_peak_take();
     pos_.amp.forward_peak = std::max(pos_.amp.forward_peak, peak);
+    pos_.amp.forward_peak_attention = std::max(pos_.amp.forward_peak_attention, attention);
     window_peak_ = std::max(window_peak_, peak);
+    window_peak_attention_ = std::max(window_peak_attention_, attention);
   }
   const double value = step.value;
   skipped = false;
@@ -161,7 +166,8 @@ void TrainingLoop::after_step(Window& w, double loss, double gnorm, bool skipped
       record["loss_scale"] = pos_.amp.scale;  // largest |value| in a forward's float16 roundings
       record["overflow_skipped_steps"] = pos_.amp.skipped_steps;
       record["fp16_forward_peak"] = window_peak_;
-      window_peak_ = 0.f;
+      record["fp16_forward_peak_attention"] = window_peak_attention_;
+      window_peak_ = window_peak_attention_ = 0.f;
     }
     obj_.step_fields(record);
     log_.log(record);
@@ -220,7 +226,8 @@ void TrainingLoop::finish_epoch(double epoch_seconds, double img_per_s, double c
     record["loss_scale"] = pos_.amp.scale;
     record["overflow_skipped_steps"] = pos_.amp.skipped_steps;
     record["fp16_forward_peak"] = pos_.amp.forward_peak;  // over the epoch's forwards (≥ 65520: overflowed)
-    pos_.amp.forward_peak = 0.f;
+    record["fp16_forward_peak_attention"] = pos_.amp.forward_peak_attention;  // its attention cores' part
+    pos_.amp.forward_peak = pos_.amp.forward_peak_attention = 0.f;
   }
   const bool best = obj_.end_epoch(pos_, record, train_loss, epoch_seconds);
   record["epoch_cpu_seconds"] = process_cpu_seconds() - cpu_at_start;

@@ -73,6 +73,7 @@ class TrainingLoop {
   int64_t steps_per_epoch_ = 0;
   int skipped_in_row_ = 0;
   float window_peak_ = 0.f;  // float16: the largest forward_peak since the last step record
+  float window_peak_attention_ = 0.f;  // ... and of its attention cores' products
   bool stop_ = false;
   AutocastMode autocast_ = AutocastMode::Off;  // train.precision: the products of forward and backward
   std::unique_ptr<LossScaler> scaler_;         // train.precision fp16: over pos_.amp

@@ -27,7 +27,8 @@ json position_to_json(const TrainPosition& p) {
     j["loss_scaler"] = {{"scale", p.amp.scale},
                         {"growth_tracker", p.amp.growth_tracker},
                         {"skipped_steps", p.amp.skipped_steps},
-                        {"forward_peak", p.amp.forward_peak}};
+                        {"forward_peak", p.amp.forward_peak},
+                        {"forward_peak_attention", p.amp.forward_peak_attention}};
   return j;
 }
 
@@ -43,9 +44,10 @@ TrainPosition position_from_json(const json& j, const std::string& path) {
     if (j.contains("loss_scaler")) {
       const json& a = j.at("loss_scaler");
       p.amp = {a.at("scale").get<float>(), a.at("growth_tracker").get<int64_t>(), a.at("skipped_steps").get<int64_t>(),
-               a.value("forward_peak", 0.f)};  // absent from the states saved before it was kept
+               a.value("forward_peak", 0.f),  // the two peaks: absent from the states saved before
+               a.value("forward_peak_attention", 0.f)};
       check(p.amp.scale > 0.f && std::isfinite(p.amp.scale) && p.amp.growth_tracker >= 0 && p.amp.skipped_steps >= 0 &&
-                p.amp.forward_peak >= 0.f,
+                p.amp.forward_peak >= 0.f && p.amp.forward_peak_attention >= 0.f,
             path, ": the loss scaler in the metadata is malformed");
     }
   } catch (const json::exception& e) {

@@ -32,6 +32,7 @@ struct LossScalerState {
   float forward_peak = 0.f;       // the largest |value| rounded to float16 by this epoch's forward
                                   // passes so far (fp16_peak_take, core/ops/autocast.h); not a rule
                                   // of GradScaler's: the training loop's record of float16's headroom
+  float forward_peak_attention = 0.f;  // the same over the attention cores' products only
 };
 
 class LossScaler {
