@@ -16,12 +16,7 @@ import dino_sweep  # noqa: E402
 import report_dino  # noqa: E402
 from runner import write_json  # noqa: E402
 
-fails = []
-
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
+from checks import check, finish  # noqa: E402  (tests/results/checks.py)
 
 
 # overrides: "0.3*epochs" becomes a whole number of epochs, at least 1
@@ -148,7 +143,4 @@ pts = [{"evals": {"blocks1": evaluation(80.0, 1.0), "blocks2": evaluation(81.5, 
        {"evals": {"blocks1": evaluation(79.0, 1.0)}}]
 check(abs(report_dino.spread(pts) - 2.5) < 1e-9, "spread of the best 20-NN: %r" % report_dino.spread(pts))
 
-if fails:
-    print("\n".join("FAIL: " + f for f in fails))
-    sys.exit(1)
-print("ok")
+finish()

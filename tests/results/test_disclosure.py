@@ -15,12 +15,7 @@ sys.path.insert(0, os.path.join(ROOT, "results"))
 import disclosure  # noqa: E402
 import report_claims  # noqa: E402
 
-fails = []
-
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
+from checks import check, finish  # noqa: E402  (tests/results/checks.py)
 
 
 d = disclosure.option_defaults(ROOT)
@@ -83,7 +78,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check("7 segments of 11 or 12 tokens" in disclosure.nystrom_note(n), disclosure.nystrom_note(n))
     check("every grid token enters a landmark" in disclosure.soft_note(s), disclosure.soft_note(s))
 
-if fails:
-    print("test_disclosure.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
-    sys.exit(1)
-print("test_disclosure.py: all passed")
+finish()

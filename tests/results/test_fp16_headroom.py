@@ -13,12 +13,7 @@ import fake_bin  # noqa: E402
 import fp16_headroom as fh  # noqa: E402
 import report_precision  # noqa: E402
 
-fails = []
-
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
+from checks import check, finish  # noqa: E402  (tests/results/checks.py)
 
 
 # The fake sima-train logs STEPS step records whose peaks grow with the model width it was given (48
@@ -72,7 +67,4 @@ with tempfile.TemporaryDirectory() as d:
     check("How close the forward starts to float16's limit" in text and want in text and "2 probes recorded" in text,
           "report paragraph: " + text)
 
-if fails:
-    print("test_fp16_headroom.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
-    sys.exit(1)
-print("test_fp16_headroom.py: all passed")
+finish()

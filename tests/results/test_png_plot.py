@@ -13,12 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import png_font  # noqa: E402
 import png_plot as pp  # noqa: E402
 
-fails = []
-
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
+from checks import check, finish  # noqa: E402  (tests/results/checks.py)
 
 
 def decode(data):
@@ -107,7 +102,4 @@ try:
 except ValueError:
     pass
 
-if fails:
-    print("test_png_plot.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
-    sys.exit(1)
-print("test_png_plot.py: all passed")
+finish()

@@ -14,12 +14,7 @@ sys.path.insert(0, os.path.join(ROOT, "results"))
 import practitioner as pr  # noqa: E402
 import verdicts  # noqa: E402
 
-fails = []
-
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
+from checks import check, finish  # noqa: E402  (tests/results/checks.py)
 
 
 def bench(variant, ms, order=None, tokens=197):
@@ -103,7 +98,4 @@ records[latency.ROW] = [{"exit_code": 1, "error": "boom"}]
 check(pr.model_latency_points(records) is None, "a failed latency record: the stand-in")
 del records[latency.ROW]
 
-if fails:
-    print("test_practitioner.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
-    sys.exit(1)
-print("test_practitioner.py: all passed")
+finish()

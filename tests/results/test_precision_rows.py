@@ -23,12 +23,7 @@ import report_protocol  # noqa: E402
 import reproduce  # noqa: E402
 import sweep  # noqa: E402
 
-fails = []
-
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
+from checks import check, finish  # noqa: E402  (tests/results/checks.py)
 
 
 # The rows: claim 4's three XCiT rows at fp16 (>= 2 seeds, 50 epochs, the float32 row's config) and
@@ -261,7 +256,4 @@ for gap, want in ((1, "matches fp32"), (10, "an effect (negative)")):
 with tempfile.TemporaryDirectory() as d:
     check("needs 2 seeds a side" in "".join(qp.section(d)), "quickstart section without records")
 
-if fails:
-    print("test_precision_rows.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
-    sys.exit(1)
-print("test_precision_rows.py: all passed")
+finish()

@@ -13,12 +13,7 @@ import report  # noqa: E402
 import stats  # noqa: E402
 import sweep  # noqa: E402
 
-fails = []
-
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
+from checks import check, finish  # noqa: E402  (tests/results/checks.py)
 
 
 def record(runs, row, epochs, top1s):
@@ -556,7 +551,4 @@ for stop_signal in (signal.SIGTERM, signal.SIGINT):
     with tempfile.TemporaryDirectory() as d:
         stopped_launcher(d, stop_signal)
 
-if fails:
-    print("test_protocol.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
-    sys.exit(1)
-print("test_protocol.py: all passed")
+finish()

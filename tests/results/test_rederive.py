@@ -18,12 +18,7 @@ import fixed  # noqa: E402
 import rederive  # noqa: E402
 from runner import write_json  # noqa: E402
 
-fails = []
-
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
+from checks import check, finish  # noqa: E402  (tests/results/checks.py)
 
 
 # The fake sima-train: FAKE_STOP set, it saves a state after epoch 1 and exits as a stopped trainer
@@ -128,7 +123,4 @@ with tempfile.TemporaryDirectory() as d:
     check(rederive.rederive("cvt_softmax", 0) == "not a finished run", "a failed run")
     check(rederive.rederive("cvt_softmax", 1) == "no record", "no record")
 
-if fails:
-    print("test_rederive.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
-    sys.exit(1)
-print("test_rederive.py: all passed")
+finish()

@@ -7,12 +7,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results"))
 import stats  # noqa: E402
 
-fails = []
-
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
+from checks import check, finish  # noqa: E402  (tests/results/checks.py)
 
 
 # t_0.975 for 1, 2, 4, 10, 30 degrees of freedom and the normal limit (any statistics textbook).
@@ -43,7 +38,4 @@ check(abs(c2["d"] - 4) < 1e-12 and abs(c2["se"] - 2 / 3 ** 0.5) < 1e-12, "contra
 check(stats.welch([1, 2, 3], [2, 4, 6, 8]) == stats.contrast([[1, 2, 3], [2, 4, 6, 8]], [1, -1]), "welch = contrast +1, -1")
 check(stats.fmt_welch(stats.welch([1], [2, 3])) == "\u22121.50", "fmt without interval")
 
-if fails:
-    print("test_stats.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
-    sys.exit(1)
-print("test_stats.py: all passed")
+finish()

@@ -8,12 +8,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results"))
 import report_speed as rs  # noqa: E402
 
-fails = []
-
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
+from checks import check, finish  # noqa: E402  (tests/results/checks.py)
 
 
 def row(variant, order, n, c, fwd, train):
@@ -79,7 +74,4 @@ check(len(body) == 4 and "**1.50× (0.86–1.50)**" in body[1] and "**" not in b
 check(any(ln.startswith("Of the paper's Table 3 claims") for ln in out), "section without its sentence")
 check(rs.others_ratios({}) == [] and rs.claims_sentence([]) == [], "no record: nothing")
 
-if fails:
-    print("test_table3.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
-    sys.exit(1)
-print("test_table3.py: all passed")
+finish()

@@ -11,12 +11,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results"))
 import verdicts as v  # noqa: E402
 
-fails = []
-
-
-def check(ok, what):
-    if not ok:
-        fails.append(what)
+from checks import check, finish  # noqa: E402  (tests/results/checks.py)
 
 
 def est(d, se, df=math.inf):
@@ -143,7 +138,4 @@ except ValueError:
 # Δerr / err: 90 -> 91 top-1 is 10 % -> 9 % error, -10 % of the error.
 check(abs(v.rel_err(1.0, 90.0) + 0.1) < 1e-12, "rel_err")
 
-if fails:
-    print("test_verdicts.py: %d failed:\n  %s" % (len(fails), "\n  ".join(fails)))
-    sys.exit(1)
-print("test_verdicts.py: all passed")
+finish()
