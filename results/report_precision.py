@@ -200,9 +200,26 @@ def bf16_section(t, out):
     out.append("| bf16 | %s | %s | %s | %s | %s | %s |" % (t.cell(bf16), report_claims.fmt_interval(j), v, form,
                                                           t.walls(bf16), t.cpu_ratio(bf16, fp32)))
     out.append("")
+    out.extend(hosts_note(t))
     out.extend(unpaired_note(t, j))
     if not t.records.get(bf16):
         out.append("Not run yet: `%s`.\n" % run_command([bf16], 1))
+
+
+def hosts(recs):
+    """The CPUs a row's runs trained on: each record's sittings' (runner.py), else the record's own."""
+    return sorted({s.get("cpu") or r.get("cpu") or "unknown CPU" for r in recs for s in (r.get("sittings") or [r])})
+
+
+def hosts_note(t):
+    """When the two rows trained on different CPUs, the CPU ratio compares the hosts as well as the
+    precisions: the line names each row's CPUs (docs/precision.md times both precisions on one host)."""
+    fp32, bf16 = BF16
+    a, b = hosts(t.records.get(fp32, [])), hosts(t.records.get(bf16, []))
+    if not a or not b or a == b:
+        return []
+    return ["The CPU ratio compares hosts as well as precisions: `%s` trained on %s, `%s` on %s (docs/precision.md"
+            " times both precisions on one machine).\n" % (fp32, " and ".join(a), bf16, " and ".join(b))]
 
 
 def unpaired_note(t, j):

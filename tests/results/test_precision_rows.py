@@ -206,6 +206,12 @@ check("cannot be shown" not in " ".join(bf16_section(fp, fp)), "unpaired note un
 line = bf16_verdict(fp, [claim1(s, 92.0 + 0.04 * s) for s in range(3)])
 check("an effect (negative)" in line and "| −1.00 [" in line, "bf16 a point lower: " + line)
 check(bf16_verdict(fp, fp[:1]).count("so far") == 1, "bf16 with seeds still to run: " + bf16_verdict(fp, fp[:1]))
+# Rows trained on different CPUs: the CPU ratio is said to compare hosts too; on one CPU nothing is said.
+intel, amd = ([dict(r, cpu=c) for r in fp] for c in ("Intel Xeon", "AMD EPYC"))
+note = " ".join(bf16_section(intel, [dict(r, sittings=[{"cpu": "AMD EPYC"}]) for r in amd]))
+check("compares hosts as well as precisions: `cvt_sima` trained on Intel Xeon, `bf16_cvt_sima` on AMD EPYC" in note,
+      "hosts note: " + note)
+check("compares hosts" not in " ".join(bf16_section(amd, amd)), "hosts note on one CPU")
 line = bf16_verdict(fp, [])
 check("| bf16 | not run | — | — | — |" in line, "bf16 not run: " + line)
 
