@@ -6,8 +6,9 @@ Every JSON record under results/runs/ with a cpu_s counts once, by where it lies
 (results/runs/sweeps/widths/), the runs made before the protocol (results/runs/pre_protocol/), the
 quickstart at two precisions (results/runs/quickstart_precision/, results/quickstart_precision.py), the
 runs trained again for their per-image records (a record's `per_image` and `per_image_attempts`,
-results/rederive.py); and
-the sittings so far of each run cut off and parked (results/runs/parked/<name>/spent.json).
+results/rederive.py); the sittings so far of each run cut off and parked (results/runs/parked/<name>/spent.json);
+and the attempts discarded before they made a record (results/runs/discarded/: a run stopped and
+deleted, its CPU as measured or, where its own files went with it, as estimated then, said in the record).
 
 A round's CPU: the sittings dated from ROUND_START on (runner.run_sitting dates each sitting's end),
 and of a record without dated sittings, all of it when the record is dated from then (a run resumed
@@ -24,12 +25,14 @@ ROUND_BUDGET_H = 60.0  # new CPU-hours this round may spend
 PARTS = (("rows", "runs of the tables"), ("sweeps", "epoch-sweep points"), ("widths", "width-sweep points"),
          ("pre_protocol", "runs before the protocol"), ("parked", "parked runs' sittings so far"),
          ("quickstart_precision", "quickstart runs at fp32 and bf16"), ("fp16_headroom", "float16 headroom probes"),
-         ("rederive", "runs trained again for their per-image records"))
+         ("rederive", "runs trained again for their per-image records"),
+         ("discarded", "attempts discarded before a record"))
 SINGULAR = {"runs of the tables": "run of the tables", "epoch-sweep points": "epoch-sweep point",
             "width-sweep points": "width-sweep point", "runs before the protocol": "run before the protocol",
             "parked runs' sittings so far": "parked run's sittings so far",
             "quickstart runs at fp32 and bf16": "quickstart run", "float16 headroom probes": "float16 headroom probe",
-            "runs trained again for their per-image records": "run trained again for its per-image record"}
+            "runs trained again for their per-image records": "run trained again for its per-image record",
+            "attempts discarded before a record": "attempt discarded before a record"}
 
 
 def part_of(rel):
@@ -37,7 +40,7 @@ def part_of(rel):
     if rel.startswith(os.path.join("sweeps", "widths") + os.sep):
         return "widths"
     top = rel.split(os.sep)[0]
-    return top if top in ("sweeps", "pre_protocol", "parked", "quickstart_precision", "fp16_headroom") else "rows"
+    return top if top in ("sweeps", "pre_protocol", "parked", "quickstart_precision", "fp16_headroom", "discarded") else "rows"
 
 
 def round_cpu(rec, start=ROUND_START):

@@ -528,10 +528,11 @@ with tempfile.TemporaryDirectory() as d:
     w("cvt_sima/s0.json", {"cpu_s": 0.0, "date": "2026-11-27 08:16 UTC",  # trained again twice: counted apart
                            "per_image": {"cpu_s": 30.0, "date": "2026-12-03 10:00 UTC"},
                            "per_image_attempts": [{"cpu_s": 5.0, "date": "2026-11-30 10:00 UTC"}]})
+    w("discarded/dino_xcit_sima_e80.json", {"cpu_s": 200.0, "date": "2026-12-02 18:10 UTC", "what": "x"})
     led = report_budget.ledger(d)
     check(led == {"rows": [4, 450.0, 250.0], "sweeps": [1, 10.0, 0.0], "widths": [1, 20.0, 0.0],
                   "pre_protocol": [1, 40.0, 0.0], "parked": [1, 12.0, 7.0], "quickstart_precision": [1, 200.0, 200.0], "fp16_headroom": [1, 3.0, 3.0],
-                  "rederive": [2, 35.0, 30.0]}, "ledger: %r" % led)
+                  "rederive": [2, 35.0, 30.0], "discarded": [1, 200.0, 200.0]}, "ledger: %r" % led)
 
 # A parked run of a claim table is named under it with the epochs its parked metrics log.
 with tempfile.TemporaryDirectory() as d:
