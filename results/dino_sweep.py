@@ -100,7 +100,7 @@ def train_argv(point, epochs, subset, out, resume=False):
 
 
 def eval_argv(checkpoint, blocks):
-    return frozen_eval.argv(BIN, checkpoint, frozen_eval.VALIDATION_SPLIT) + ["--feature-blocks", str(blocks)]
+    return frozen_eval.argv(BIN, checkpoint, frozen_eval.VALIDATION_SPLIT, blocks=blocks)
 
 
 def record_path(point, epochs, subset):

@@ -7,7 +7,8 @@ k-NN (k = 10, 20, 100; DINO's temperature 0.07) and a linear probe (SGD, 20 epoc
     pixels  the raw pixels, standardised
 A DINO sweep point is scored on the validation split (bank and probe set: the 50 000 images it
 pretrained on; queries: the 10 000 held out), and its 20-NN on `model` is the sweep's criterion
-(results/sweep.py). A final DINO row (claim 6) is scored on the test set, once.
+(results/sweep.py). A final DINO row (claim 6) is scored on the test set, once with the last class
+token and once with both class-attention tokens concatenated (its record's eval and eval_blocks2).
 
 Each evaluation is a dict {"command", "wall_s", "cpu_s", "exit_code", and "result" (sima-eval's JSON)
 or "error"}; `scores` reads the 20-NN and the probe's top-1 from it.
@@ -19,16 +20,22 @@ import sweep
 from runner import ROOT, run_logged, user_command
 
 BASELINES = ("init", "pixels")
+# The study's XCiT has 2 class-attention blocks; the paper evaluates the class tokens of the last four
+# blocks concatenated (DINO's eval_linear n_last_blocks), so a DINO teacher is scored with the last
+# token and with both class-attention tokens (--feature-blocks 2).
+ALL_CLASS_BLOCKS = 2
 VALIDATION_SPLIT = ["--validation", str(sweep.VALIDATION), "--validation-seed", str(sweep.VALIDATION_SEED)]
 SMOKE_ARGS = ["--train-limit", "512", "--limit", "128", "--probe-epochs", "2"]
 
 
-def argv(bin_dir, checkpoint, split, features="model", smoke=False):
+def argv(bin_dir, checkpoint, split, features="model", smoke=False, blocks=None):
     """sima-eval's k-NN and linear probe on one kind of frozen features. split: VALIDATION_SPLIT, or
-    [] for the test set."""
+    [] for the test set. blocks: the class tokens of the last `blocks` blocks concatenated
+    (--feature-blocks; None: sima-eval's default, the last one)."""
     return ([os.path.join(bin_dir, "sima-eval"), "--checkpoint", checkpoint, "--knn",
              "--k", ",".join(map(str, sweep.KNN_KS)), "--linear-probe", "--json"] + list(split) +
-            ([] if features == "model" else ["--features", features]) + (SMOKE_ARGS if smoke else []))
+            ([] if features == "model" else ["--features", features]) + (SMOKE_ARGS if smoke else []) +
+            ([] if blocks is None else ["--feature-blocks", str(blocks)]))
 
 
 def evaluate(args, env, threads, log):

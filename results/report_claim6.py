@@ -18,9 +18,14 @@ LINEAR_TARGET = 88.0  # the study's target for a DINO teacher's linear probe on 
 PAPER = {"20-NN": 71.2 - 71.6, "linear probe": 75.5 - 75.8}  # SimA − XCA, XCiT-S12/16, ImageNet, 100 epochs
 
 
-def finished(t, row):
-    """The records of a row whose DINO run finished and whose teacher was scored, in seed order."""
-    return [r for r in t.records.get(row, []) if not r.get("exit_code") and (r.get("eval") or {}).get("result")]
+BLOCKS_KEY = "eval_blocks%d" % frozen_eval.ALL_CLASS_BLOCKS  # the record's two-token evaluation (reproduce.py)
+FEATURES = (("eval", "the last class token"), (BLOCKS_KEY, "both class-attention tokens concatenated"))
+
+
+def finished(t, row, key="eval"):
+    """The records of a row whose DINO run finished and whose teacher was scored (by the evaluation
+    `key`: "eval", the last class token, or BLOCKS_KEY), in seed order."""
+    return [r for r in t.records.get(row, []) if not r.get("exit_code") and (r.get(key) or {}).get("result")]
 
 
 def mean_cell(vals):
@@ -30,9 +35,9 @@ def mean_cell(vals):
     return "%.2f ± %.2f (%d seeds)" % (statistics.mean(vals), statistics.stdev(vals), len(vals))
 
 
-def teacher_cells(recs):
+def teacher_cells(recs, key="eval"):
     """(k-NN k=10 / 20 / 100, linear probe) cells over a row's scored seeds."""
-    res = [r["eval"]["result"] for r in recs]
+    res = [r[key]["result"] for r in recs]
     ks = [[v["top1"] for v in x["knn"]["results"]] for x in res]
     knn = " / ".join(mean_cell([k[i] for k in ks]) for i in range(len(ks[0])))
     return knn, mean_cell([x["linear_probe"]["top1"] for x in res])
@@ -53,7 +58,15 @@ def row_line(t, row, what, paper, baselines, pixels):
         baselines.append(("%s freshly initialised (no training)" % what, b["init"]))
     if "pixels" in b and not pixels:
         pixels.append(("raw pixels", b["pixels"]))
-    return "| DINO teacher, %s | %s | %s | %s | %s |" % (what, knn, lp, t.walls(row), paper)
+    line = "| DINO teacher, %s | %s | %s | %s | %s |" % (what, knn, lp, t.walls(row), paper)
+    two = finished(t, row, BLOCKS_KEY)
+    if not two:
+        return [line]
+    knn2, lp2 = teacher_cells(two, BLOCKS_KEY)
+    if len(two) < len(ok):
+        knn2 += " (seed%s %s)" % ("s" if len(two) > 1 else "", ", ".join(str(r.get("seed")) for r in two))
+    return [line, "| DINO teacher, %s: %d class-attention tokens | %s | %s | — | — |"
+            % (what, frozen_eval.ALL_CLASS_BLOCKS, knn2, lp2)]
 
 
 def section(t, out):
@@ -65,12 +78,18 @@ def section(t, out):
     out.append("|---|---|---|---|---|")
     baselines, pixels = [], []  # the untrained networks, then the raw pixels (the same in every record)
     for row, what, paper in ROWS:
-        out.append(row_line(t, row, "XCiT, " + what, paper, baselines, pixels))
+        out.extend(row_line(t, row, "XCiT, " + what, paper, baselines, pixels))
     for what, ev in baselines + pixels:
         cells = frozen_cells(ev)
         out.append("| %s | %s | %s | — | — |" % ((what,) + cells))
     out.append("")
-    out.extend(target_lines(t))
+    if any(finished(t, row, BLOCKS_KEY) for row, _, _ in ROWS):
+        out.append("A teacher's line with %d class-attention tokens scores the same teacher with the class tokens of its"
+                   " last %d blocks concatenated (`sima-eval --feature-blocks %d`; the paper concatenates the last four"
+                   " blocks' and this XCiT has %d class-attention blocks), on the seeds whose record has it.\n"
+                   % ((frozen_eval.ALL_CLASS_BLOCKS,) * 4))
+    for key, what in FEATURES:
+        out.extend(target_lines(t, key, what))
 
 
 def frozen_cells(ev):
@@ -81,16 +100,18 @@ def frozen_cells(ev):
     return " / ".join("%.2f" % v["top1"] for v in res["knn"]["results"]), "%.2f" % res["linear_probe"]["top1"]
 
 
-def target_lines(t):
+def target_lines(t, key="eval", features="the last class token"):
     """Each scored DINO row against the study's targets (its seeds' mean 20-NN above the raw pixels', from
-    its own records; its mean linear probe at LINEAR_TARGET or more), then SimA − XCA."""
-    scores, said = {}, []
+    its own records; its mean linear probe at LINEAR_TARGET or more), then SimA − XCA; by the teachers'
+    features of evaluation `key` (FEATURES)."""
+    scores, said, seed_ids = {}, [], set()
     for row, what, _ in ROWS:
-        ok = finished(t, row)
+        ok = finished(t, row, key)
         if not ok:
             continue
-        per_seed = [frozen_eval.scores(r["eval"]) for r in ok]
+        per_seed = [frozen_eval.scores(r[key]) for r in ok]
         scores[what] = per_seed
+        seed_ids.update(r.get("seed") for r in ok)
         knn, lp = statistics.mean(s[0] for s in per_seed), statistics.mean(s[1] for s in per_seed)
         pix = frozen_eval.scores(ok[0].get("baselines", {}).get("pixels"))[0]
         vs = ("the raw pixels' not recorded" if pix is None else
@@ -101,8 +122,9 @@ def target_lines(t):
     if not said:
         return []
     seeds = sorted({len(v) for v in scores.values()})
-    line = ("Targets (test set, %s): a DINO teacher's 20-NN above the raw pixels', and its linear probe at %.0f %% or"
-            " more. %s" % ("seed 0" if seeds == [1] else "over the seeds", LINEAR_TARGET, " ".join(said)))
+    one = "seed %s" % seed_ids.pop() if seeds == [1] and len(seed_ids) == 1 else "over the seeds"
+    line = ("Targets (test set, %s%s): a DINO teacher's 20-NN above the raw pixels', and its linear probe at %.0f %%"
+            " or more. %s" % (one, "" if key == "eval" else "; %s" % features, LINEAR_TARGET, " ".join(said)))
     if len(scores) == 2:
         line += " " + difference_line(scores["SimA"], scores["XCA"])
     return [line, ""]

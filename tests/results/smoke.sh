@@ -30,6 +30,10 @@ fail() { echo "smoke.sh: $*" >&2; exit 1; }
 baselines_ok='import json, sys; r = json.load(open(sys.argv[1])); b = r["baselines"]
 assert all(b[f]["exit_code"] == 0 and b[f]["result"]["knn"] and "top1" in b[f]["result"]["linear_probe"]
            for f in ("init", "pixels")) and "linear_probe" in r["eval"]["result"], r'
+# a final DINO row's teacher scored again with both class-attention tokens concatenated
+blocks2_ok='import json, sys; r = json.load(open(sys.argv[1])); e2 = r.get("eval_blocks2") or {}
+assert e2.get("exit_code") == 0 and "--feature-blocks 2" in e2["command"] and e2["result"]["feature_blocks"] == 2 \
+    and "linear_probe" in e2["result"] and e2["result"]["eval_split"] == "test", r'
 for r in e50_deit_sima dino_xcit_sima; do
   [ -f "$dir/records/$r/s0.json" ] || fail "no record for $r"
   [ -f "$dir/records/$r/heatmap.json" ] || fail "no heatmap record for $r"
@@ -58,6 +62,8 @@ grep -q '"split": "validation"' "$fx" || fail "the fixed-budget run did not trai
 [ -f "$dir/png/e50_deit_sima.png" ] || fail "the fixed-budget run's seed-0 curves were not kept"
 $py -c "$baselines_ok" "$dir/records/dino_xcit_sima/s0.json" \
   || fail "the DINO record lacks its linear probe or the random-init and pixel baselines on the test set"
+$py -c "$blocks2_ok" "$dir/records/dino_xcit_sima/s0.json" \
+  || fail "the DINO record lacks its teacher's scores with both class-attention tokens (--feature-blocks 2) on the test set"
 grep -q '^# Claim 7 in full' "$dir/results/speed.md" || fail "the report wrote no speed page beside RESULTS.md"
 grep -q '](results/speed.md)' "$dir/RESULTS.md" || fail "RESULTS.md does not link its speed page"
 grep -q '^| raw pixels | [0-9.]* / [0-9.]* / [0-9.]* | [0-9.]* | — | — |' "$dir/RESULTS.md" \

@@ -84,5 +84,23 @@ out = []
 report_claim6.section(table(x2, [s2[0], dict(sima, seed=1, exit_code=1, error="loss is nan")]), out)
 text = "\n".join(out)
 check("82.00 / 81.00 / 80.00; seed 1 failed: loss is nan |" in text, "a failed seed named: " + text)
+check("class-attention tokens" not in text, "no two-token line without its evaluation: " + text)
+
+# The teacher scored with both class-attention tokens too (reproduce.py's eval_blocks2), on seed 1 only:
+# its own table line naming the seed, the sentence that says what it is, and its own targets.
+x2b = [x2[0], dict(x2[1], eval_blocks2=frozen(84.0, 86.0))]
+s2b = [s2[0], dict(s2[1], eval_blocks2=frozen(86.5, 88.5))]
+out = []
+report_claim6.section(table(x2b, s2b), out)
+text = "\n".join(out)
+check("| DINO teacher, XCiT, XCA: 2 class-attention tokens | 85.00 / 84.00 / 83.00 (seed 1) | 86.00 | — | — |" in text
+      and "| DINO teacher, XCiT, SimA: 2 class-attention tokens | 87.50 / 86.50 / 85.50 (seed 1) | 88.50 | — | — |"
+      in text, "two-token lines: " + text)
+check("`sima-eval --feature-blocks 2`" in text, "two-token sentence: " + text)
+check("Targets (test set, seed 1; both class-attention tokens concatenated)" in text
+      and "SimA: 20-NN 86.50, above the raw pixels' 85.70: met; linear probe 88.50 against 88.0: met." in text
+      and "SimA − XCA: 20-NN +2.50, linear probe +2.50 (one seed each" in text, "two-token targets: " + text)
+check("Targets (test set, over the seeds): " in text and "XCA (mean of 2 seeds): 20-NN 80.30" in text,
+      "last-token targets unchanged: " + text)
 
 finish()
