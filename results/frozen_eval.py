@@ -24,6 +24,7 @@ BASELINES = ("init", "pixels")
 # blocks concatenated (DINO's eval_linear n_last_blocks), so a DINO teacher is scored with the last
 # token and with both class-attention tokens (--feature-blocks 2).
 ALL_CLASS_BLOCKS = 2
+BLOCKS_KEY = "eval_blocks%d" % ALL_CLASS_BLOCKS  # a final DINO record's key for that evaluation
 VALIDATION_SPLIT = ["--validation", str(sweep.VALIDATION), "--validation-seed", str(sweep.VALIDATION_SEED)]
 SMOKE_ARGS = ["--train-limit", "512", "--limit", "128", "--probe-epochs", "2"]
 

@@ -27,6 +27,7 @@ PARTS = (("rows", "runs of the tables"), ("sweeps", "epoch-sweep points"), ("wid
          ("quickstart_precision", "quickstart runs at fp32 and bf16"), ("fp16_headroom", "float16 headroom probes"),
          ("rederive", "runs trained again for their per-image records"),
          ("discarded", "attempts discarded before a record"))
+FOLDER_PARTS = {p for p, _ in PARTS} - {"rows", "widths", "rederive"}  # parts named by their folder in results/runs
 SINGULAR = {"runs of the tables": "run of the tables", "epoch-sweep points": "epoch-sweep point",
             "width-sweep points": "width-sweep point", "runs before the protocol": "run before the protocol",
             "parked runs' sittings so far": "parked run's sittings so far",
@@ -40,7 +41,7 @@ def part_of(rel):
     if rel.startswith(os.path.join("sweeps", "widths") + os.sep):
         return "widths"
     top = rel.split(os.sep)[0]
-    return top if top in ("sweeps", "pre_protocol", "parked", "quickstart_precision", "fp16_headroom", "discarded") else "rows"
+    return top if top in FOLDER_PARTS else "rows"
 
 
 def round_cpu(rec, start=ROUND_START):

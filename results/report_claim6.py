@@ -18,7 +18,7 @@ LINEAR_TARGET = 88.0  # the study's target for a DINO teacher's linear probe on 
 PAPER = {"20-NN": 71.2 - 71.6, "linear probe": 75.5 - 75.8}  # SimA − XCA, XCiT-S12/16, ImageNet, 100 epochs
 
 
-BLOCKS_KEY = "eval_blocks%d" % frozen_eval.ALL_CLASS_BLOCKS  # the record's two-token evaluation (reproduce.py)
+BLOCKS_KEY = frozen_eval.BLOCKS_KEY  # the record's two-token evaluation (reproduce.py)
 FEATURES = (("eval", "the last class token"), (BLOCKS_KEY, "both class-attention tokens concatenated"))
 
 

@@ -266,7 +266,7 @@ def run_one(row, seed, threads):
         rec["eval"] = frozen_eval.evaluate(frozen_eval.argv(BIN, ckpt, [], smoke=bool(SMOKE)), env, threads,
                                            out + ".eval.json")
         blocks = frozen_eval.ALL_CLASS_BLOCKS  # as the paper, the class tokens of several blocks concatenated
-        rec["eval_blocks%d" % blocks] = frozen_eval.evaluate(
+        rec[frozen_eval.BLOCKS_KEY] = frozen_eval.evaluate(
             frozen_eval.argv(BIN, ckpt, [], smoke=bool(SMOKE), blocks=blocks), env, threads, out + ".eval_b%d.json" % blocks)
         rec["baselines"] = frozen_eval.baselines(BIN, ckpt, [], env, threads, out + ".eval", smoke=bool(SMOKE))
     return rec
