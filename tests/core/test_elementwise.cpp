@@ -53,7 +53,8 @@ TEST_CASE("scalar and unary ops: forward values") {
 TEST_CASE("binary ops: gradcheck incl. broadcasting and size-1 dims") {
   const std::vector<std::pair<Shape, Shape>> shapes = {
       {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{2, 1, 4}, {3, 1}}, {{1, 3}, {2, 1}}, {{4}, {}}};
-  for (auto [sa, sb] : shapes) {
+  for (auto [sa_, sb_] : shapes) {
+    const auto& sa = sa_; const auto& sb = sb_;  // clang 14 cannot capture a structured binding
     CAPTURE(sa);
     CAPTURE(sb);
     Tensor a = uniform_leaf(sa, 0.5f, 2.f, 1);

@@ -23,7 +23,8 @@ TEST_CASE("fused_mlp == linear(act(linear(x, w1, b1)), w2, b2): values and all f
   // x (2, 5, 6) -> hidden 10 -> out 4
   Tensor x = randn_leaf({2, 5, 6}, 1), w1 = randn_leaf({10, 6}, 2), b1 = randn_leaf({10}, 3),
          w2 = randn_leaf({4, 10}, 4), b2 = randn_leaf({4}, 5);
-  for (auto& [act, name] : kActs) {
+  for (auto& [act_, name_] : kActs) {
+    const auto& act = act_; const auto& name = name_;  // clang 14 cannot capture a structured binding
     CAPTURE(name);
     check_same([act = act](auto& v) { return fused_mlp(v[0], v[1], v[2], v[3], v[4], act); },
                [name = name](auto& v) { return linear(act_by_name(name, linear(v[0], v[1], v[2])), v[3], v[4]); },
@@ -32,7 +33,8 @@ TEST_CASE("fused_mlp == linear(act(linear(x, w1, b1)), w2, b2): values and all f
 }
 
 TEST_CASE("fused_mlp: finite-difference gradients of x, w1, b1, w2, b2") {
-  for (auto& [act, name] : kActs) {
+  for (auto& [act_, name_] : kActs) {
+    const auto& act = act_; const auto& name = name_;  // clang 14 cannot capture a structured binding
     CAPTURE(name);
     // relu has a kink at 0: keep the hidden pre-activations away from it by a large b1.
     Tensor x = randn_leaf({3, 4}, 11), w1 = mul(randn_leaf({5, 4}, 12), 0.3f).detach().requires_grad_(),
@@ -94,7 +96,8 @@ TEST_CASE("fused_mlp: shapes that do not chain are errors naming them") {
 }
 
 TEST_CASE("Mlp: the fused path and the module-by-module path agree, for every activation") {
-  for (auto& [act, name] : kActs) {
+  for (auto& [act_, name_] : kActs) {
+    const auto& act = act_; const auto& name = name_;  // clang 14 cannot capture a structured binding
     CAPTURE(name);
     Mlp m(8, 16, 8, name);
     randomize_parameters(m, 41);

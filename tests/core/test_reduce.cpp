@@ -114,8 +114,9 @@ TEST_CASE("sum / mean / var: gradcheck over dims, keepdim, size-1 and negative d
       {{3, 1, 4}, {}},      {{2, 3, 2, 3}, {1, 3}}, {{2, 3, 2, 3}, {0, 2}}, {{2, 3, 2, 3}, {-3, -2}},
       {{5}, {0}},           {{1, 1}, {0}},          {{4, 1}, {-2}},
   };
-  for (auto& [shape, dims] : cases)
+  for (auto& [shape_, dims_] : cases)
     for (bool keepdim : {false, true}) {
+      const auto& shape = shape_; const auto& dims = dims_;  // clang 14 cannot capture a structured binding
       CAPTURE(shape);
       CAPTURE(dims.size());
       CAPTURE(keepdim);

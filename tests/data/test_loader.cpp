@@ -230,7 +230,8 @@ TEST_CASE("loader: Fisher-Yates gives every permutation of 3 equally often") {
   std::map<std::vector<int64_t>, int> counts;
   for (int64_t e = 0; e < 1200; ++e) counts[epoch_order(3, 11, e, true)]++;
   CHECK(counts.size() == 6);
-  for (auto& [perm, count] : counts) {
+  for (auto& [perm_, count_] : counts) {
+    const auto& perm = perm_; const auto& count = count_;  // clang 14 cannot capture a structured binding
     INFO("permutation count " << count);
     CHECK(count > 140);
     CHECK(count < 260);

@@ -38,7 +38,8 @@ TEST_CASE("mixup_target: smoothed one-hot of y and y.flip(0), exact values") {
 
 TEST_CASE("sample_beta has the Beta moments") {
   Generator g(1);
-  for (auto [a, b] : {std::pair<double, double>{0.8, 0.8}, {1.0, 1.0}, {2.0, 5.0}, {0.3, 0.3}}) {
+  for (auto [a_, b_] : {std::pair<double, double>{0.8, 0.8}, {1.0, 1.0}, {2.0, 5.0}, {0.3, 0.3}}) {
+    const auto& a = a_; const auto& b = b_;  // clang 14 cannot capture a structured binding
     const int n = 20000;
     double s = 0, s2 = 0;
     for (int i = 0; i < n; ++i) {

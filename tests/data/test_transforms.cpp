@@ -160,8 +160,10 @@ TEST_CASE("resize: constants stay constant, 2x2 -> 4x4 by hand, agrees with core
   } modes[] = {{Interpolation::Nearest, InterpMode::Nearest},
                {Interpolation::Bilinear, InterpMode::Bilinear},
                {Interpolation::Bicubic, InterpMode::Bicubic}};
-  for (auto [ours, core] : modes)
-    for (auto [oh, ow] : {std::pair<int64_t, int64_t>{5, 9}, {24, 40}, {13, 6}}) {
+  for (auto [ours_, core_] : modes)
+    for (auto [oh_, ow_] : {std::pair<int64_t, int64_t>{5, 9}, {24, 40}, {13, 6}}) {
+      const auto& ours = ours_; const auto& core = core_;  // clang 14 cannot capture a structured binding
+      const auto& oh = oh_; const auto& ow = ow_;
       INFO(interpolation_name(ours) << " to " << oh << "x" << ow);
       std::vector<float> ref = to_vector(interpolate(t, oh, ow, core));
       if (ours == Interpolation::Bicubic)

@@ -2,7 +2,7 @@
 // under tests/fuzz/corpus/ and tests/fuzz/dict/). Small valid files of each format, written by
 // the library's own writers where it has one.
 //
-//   build/fuzz/make_seeds tests/fuzz
+//   build-asan/fuzz/make_seeds tests/fuzz
 #include <zlib.h>
 
 #include <filesystem>

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses (tests/fuzz/CMakeLists.txt, clang + ASan + UBSan), replays
+# Builds the libFuzzer harnesses (tests/fuzz/CMakeLists.txt, in the clang ASan + UBSan build that
+# the sanitized tests share: tests/sanitize/configure.sh), replays
 # every saved crash under regressions/<harness>/, then fuzzes each harness for a fixed time
 # from its seed corpus (corpus/<harness>/), as many harnesses at once as there are cores. Any
 # finding fails: a crash, a sanitizer report, a leak, an exception other than sima::Error, an
@@ -7,10 +8,11 @@
 #
 #   tests/fuzz/run.sh [seconds-per-harness] [harness...]     (default: 20 s, every harness)
 #   tests/fuzz/run.sh --ci [harness...]                      (what ctest fuzz.readers runs)
-#   SIMA_FUZZ_BUILD=dir   build folder (default: build/fuzz); ctest fuzz.readers sets it
+#   SIMA_FUZZ_BUILD=dir   the sanitizer build folder (default: build-asan); ctest fuzz.readers sets
+#                         it. The harnesses, their logs and corpora are in its fuzz/ subfolder.
 #
 # Two modes. Exploring (the default): a new random seed each time (the log prints it), and
-# the inputs found by earlier runs in <build>/corpus/<harness>/ are fuzzed further, so every
+# the inputs found by earlier runs in <build>/fuzz/corpus/<harness>/ are fuzzed further, so every
 # run looks somewhere new. --ci: the same run every time, a fixed seed and a fixed number of
 # inputs per harness (about 20 s each on the 2-core machine, ci_runs below) from the committed
 # seeds only, without corpus reloading (-reload=0, timed), without the mutations taken from
@@ -23,26 +25,25 @@
 # seed happened to reach a finding; such findings come from exploring runs and go to
 # regressions/.
 #
-# New inputs libFuzzer finds go to <build>/corpus/<harness>/ (--ci: <build>/ci_corpus/, emptied
-# first), never into the source tree; a failing input is written to <build>/artifacts/.
+# New inputs libFuzzer finds go to <build>/fuzz/corpus/<harness>/ (--ci: <build>/fuzz/ci_corpus/, emptied
+# first), never into the source tree; a failing input is written to <build>/fuzz/artifacts/.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 ci=0
 if [ "${1:-}" = "--ci" ]; then ci=1; shift; seconds=60; else seconds="${1:-20}"; shift || true; fi
-build="${SIMA_FUZZ_BUILD:-$root/build/fuzz}"
+build="${SIMA_FUZZ_BUILD:-$root/build-asan}"
+out="$build/fuzz"  # the harnesses (tests/fuzz/CMakeLists.txt puts them here), logs, corpora
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=(config idx cifar image safetensors checkpoint pth)
 
-command -v clang++ >/dev/null || { echo "run.sh: clang++ not found (setup.sh installs clang)" >&2; exit 1; }
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  CXX=clang++ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-fi
+"$root/tests/sanitize/configure.sh" "$build"
+mkdir -p "$out"
 targets=()
 for h in "${harnesses[@]}"; do targets+=(--target "fuzz_$h"); done
 echo "==> building ${harnesses[*]} in $build"
-nice -n 10 cmake --build "$build" -j"$(nproc)" "${targets[@]}" > "$build/build.log" 2>&1 ||
-  { tail -n 40 "$build/build.log"; echo "run.sh: the fuzz build failed ($build/build.log)" >&2; exit 1; }
+nice -n 10 cmake --build "$build" -j"$(nproc)" "${targets[@]}" > "$out/build.log" 2>&1 ||
+  { tail -n 40 "$out/build.log"; echo "run.sh: the fuzz build failed ($out/build.log)" >&2; exit 1; }
 
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}"
@@ -62,32 +63,32 @@ dict() {
 }
 
 fuzz_one() {  # $1: a harness. Replays its saved findings, then fuzzes it; prints one report
-  local h="$1" bin="$build/fuzz_$1" log="$build/fuzz_$1.log" found n runs cov took
+  local h="$1" bin="$out/fuzz_$1" log="$out/fuzz_$1.log" found n runs cov took
   local fixed_layout=() mode=()
   # 1. the saved findings, each must now run clean
   if [ -d "$here/regressions/$h" ] && [ -n "$(ls -A "$here/regressions/$h")" ]; then
     n=$(ls "$here/regressions/$h" | wc -l)
-    if "$bin" "${limits[@]}" -runs=1 "$here/regressions/$h"/* > "$build/replay_$h.log" 2>&1; then
+    if "$bin" "${limits[@]}" -runs=1 "$here/regressions/$h"/* > "$out/replay_$h.log" 2>&1; then
       echo "==> $h: replayed $n saved finding(s): clean"
     else
-      tail -n 40 "$build/replay_$h.log"
-      echo "FAIL $h: a saved finding under tests/fuzz/regressions/$h fails again ($build/replay_$h.log)"
+      tail -n 40 "$out/replay_$h.log"
+      echo "FAIL $h: a saved finding under tests/fuzz/regressions/$h fails again ($out/replay_$h.log)"
       return 1
     fi
   fi
   # 2. fuzz from the seeds: for a fixed time (exploring, also from what earlier runs found)
   #    or for a fixed number of inputs from a fixed seed (--ci; the time is only a cap)
   if [ $ci = 1 ]; then
-    found="$build/ci_corpus/$h"
+    found="$out/ci_corpus/$h"
     rm -rf "$found"
     mode=(-seed=1 -runs="$(ci_runs "$h")" -reload=0 -use_cmp=0)
     if setarch "$(uname -m)" -R true 2>/dev/null; then fixed_layout=(setarch "$(uname -m)" -R); fi
   else
-    found="$build/corpus/$h"
+    found="$out/corpus/$h"
   fi
   mkdir -p "$found"
   if "${fixed_layout[@]}" "$bin" "${limits[@]}" "${mode[@]}" -max_total_time="$seconds" -max_len="$(max_len "$h")" $(dict "$h") \
-      -artifact_prefix="$build/artifacts/$h-" -print_final_stats=1 \
+      -artifact_prefix="$out/artifacts/$h-" -print_final_stats=1 \
       "$found" "$here/corpus/$h" > "$log" 2>&1; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     cov=$(grep -E '^#[0-9]+' "$log" | tail -n 1 | sed -E 's/.*(cov: [0-9]+).*(corp: [^ ]+).*/\1 \2/' || true)
@@ -102,17 +103,17 @@ fuzz_one() {  # $1: a harness. Replays its saved findings, then fuzzes it; print
 
 # The harnesses run side by side, one per core (each is one single-threaded process, and a
 # --ci harness's inputs do not depend on what runs beside it); their reports print in order.
-mkdir -p "$build/artifacts" "$build/reports"
+mkdir -p "$out/artifacts" "$out/reports"
 slots="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"  # nproc alone obeys OMP_NUM_THREADS=1 above
 for h in "${harnesses[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$slots" ]; do wait -n || true; done
-  rm -f "$build/reports/$h.status"
-  ( r=0; fuzz_one "$h" || r=1; echo $r > "$build/reports/$h.status" ) > "$build/reports/$h.txt" 2>&1 &
+  rm -f "$out/reports/$h.status"
+  ( r=0; fuzz_one "$h" || r=1; echo $r > "$out/reports/$h.status" ) > "$out/reports/$h.txt" 2>&1 &
 done
 wait
 status=0
 for h in "${harnesses[@]}"; do
-  cat "$build/reports/$h.txt"
-  [ "$(cat "$build/reports/$h.status" 2>/dev/null)" = 0 ] || status=1
+  cat "$out/reports/$h.txt"
+  [ "$(cat "$out/reports/$h.status" 2>/dev/null)" = 0 ] || status=1
 done
 exit $status

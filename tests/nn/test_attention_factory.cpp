@@ -36,7 +36,8 @@ TEST_CASE("every variant builds by name and runs forward and backward, h = 1 and
       for (float f : to_vector(y)) REQUIRE(std::isfinite(f));
       y.backward(randn(y.shape()));
       CHECK(x.grad().defined());
-      for (auto& [name, p] : attn->named_parameters()) {
+      for (auto& [name_, p_] : attn->named_parameters()) {
+        const auto& name = name_; const auto& p = p_;  // clang 14 cannot capture a structured binding
         CAPTURE(name);
         CHECK(p.grad().defined());
       }
@@ -182,7 +183,8 @@ TEST_CASE("projections = false: no qkv/proj parameters, core usable, forward a c
     if (v == "nystromformer") opt.with("num_landmarks", 4);
     auto attn = make_attention(opt);
     CHECK_FALSE(attn->qkv);
-    for (auto& [n, t] : attn->named_parameters()) {
+    for (auto& [n_, t_] : attn->named_parameters()) {
+      const auto& n = n_; const auto& t = t_;  // clang 14 cannot capture a structured binding
       CAPTURE(n);
       CHECK(n.rfind("qkv", 0) != 0);
       CHECK(n.rfind("proj", 0) != 0);

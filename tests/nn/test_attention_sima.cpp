@@ -48,7 +48,8 @@ void for_gradcheck_grid(uint64_t seed, F&& f) {
   for (SimaNorm norm : {SimaNorm::L1, SimaNorm::L2, SimaNorm::None})
     for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst})
       for (int64_t h : {1, 3})
-        for (auto [N, d] : {std::pair<int64_t, int64_t>{3, 4}, {5, 4}, {3, 6}, {5, 6}}) {
+        for (auto [N_, d_] : {std::pair<int64_t, int64_t>{3, 4}, {5, 4}, {3, 6}, {5, 6}}) {
+          const auto& N = N_; const auto& d = d_;  // clang 14 cannot capture a structured binding
           CAPTURE(name(norm));
           CAPTURE(order == SimaOrder::QkFirst);
           CAPTURE(h);
@@ -86,7 +87,8 @@ TEST_CASE("sima_attention: gradcheck with fewer key/value tokens than queries (N
 TEST_CASE("sima_attention == composition of core ops (forward and every gradient), every norm and order") {
   for (SimaNorm norm : {SimaNorm::L1, SimaNorm::L2, SimaNorm::None})
     for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst})
-      for (auto [N, d] : {std::pair<int64_t, int64_t>{7, 5}, {4, 8}}) {
+      for (auto [N_, d_] : {std::pair<int64_t, int64_t>{7, 5}, {4, 8}}) {
+        const auto& N = N_; const auto& d = d_;  // clang 14 cannot capture a structured binding
         CAPTURE(name(norm));
         CAPTURE(order == SimaOrder::QkFirst);
         CAPTURE(N);
@@ -364,8 +366,13 @@ Tensor sima_split_merged(const Tensor& qkv, int64_t h, SimaNorm norm, SimaOrder 
 TEST_CASE("sima_attention_packed == split heads, sima_attention, merged heads (forward and gradient, every norm, both orders)") {
   for (SimaNorm norm : {SimaNorm::L1, SimaNorm::L2, SimaNorm::None})
     for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst, SimaOrder::Auto})
-      for (const auto& [B, N, C, h] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 65, 192, 3},
+      for (const auto& [B_, N_, C_, h_] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 65, 192, 3},
                                        {3, 5, 8, 2}, {1, 1, 4, 1}, {2, 9, 12, 4}}) {
+        // clang 14 cannot capture a structured binding
+        const auto& B = B_;
+        const auto& N = N_;
+        const auto& C = C_;
+        const auto& h = h_;
         CAPTURE(name(norm));
         CAPTURE(int(order));
         CAPTURE(N);

@@ -126,8 +126,9 @@ TEST_CASE("gaussian_kernel: hand-worked values and gradients") {
 
 TEST_CASE("gaussian_kernel: gradcheck, one and several heads, M < d and M > d") {
   for (int64_t h : {1, 3})
-    for (auto [M, N] : {std::pair<int64_t, int64_t>{3, 5}, {5, 3}})
+    for (auto [M_, N_] : {std::pair<int64_t, int64_t>{3, 5}, {5, 3}})
       for (int64_t d : {4, 6}) {
+        const auto& M = M_; const auto& N = N_;  // clang 14 cannot capture a structured binding
         CAPTURE(h);
         CAPTURE(M);
         CAPTURE(d);

@@ -268,8 +268,13 @@ Tensor split_merged(const Tensor& qkv, int64_t h, float scale) {  // the packed 
 
 TEST_CASE("softmax_attention_packed == split heads, softmax_attention, merged heads (forward and gradient)") {
   // DeiT-Tiny's block (N = 65, 3 heads of 64) and small odd shapes
-  for (const auto& [B, N, C, h] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 65, 192, 3},
+  for (const auto& [B_, N_, C_, h_] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 65, 192, 3},
                                    {3, 5, 8, 2}, {1, 1, 4, 1}, {2, 7, 12, 4}}) {
+    // clang 14 cannot capture a structured binding
+    const auto& B = B_;
+    const auto& N = N_;
+    const auto& C = C_;
+    const auto& h = h_;
     CAPTURE(N);
     CAPTURE(C);
     const Tensor qkv = randn_leaf({B, N, 3 * C}, 41);
@@ -286,7 +291,8 @@ TEST_CASE("softmax_attention_packed == split heads, softmax_attention, merged he
 TEST_CASE("softmax_attention_packed: gradcheck w.r.t. qkv (h = 1 and 3, N < d and N > d)") {
   uint64_t seed = 500;
   for (int64_t h : {1, 3})
-    for (auto [N, d] : {std::pair<int64_t, int64_t>{3, 4}, {5, 4}, {1, 2}}) {
+    for (auto [N_, d_] : {std::pair<int64_t, int64_t>{3, 4}, {5, 4}, {1, 2}}) {
+      const auto& N = N_; const auto& d = d_;  // clang 14 cannot capture a structured binding
       CAPTURE(h);
       CAPTURE(N);
       Tensor qkv = randn_leaf({2, N, 3 * h * d}, ++seed);

@@ -180,8 +180,11 @@ TEST_CASE("variants: each row's exp_calls equals the exp() its module counts in 
   cases.push_back({"performer", {{"nb_features", 7}}});
   cases.push_back({"soft", {{"sr", 1}, {"bottleneck", "avgpool"}}});
   cases.push_back({"linformer", {{"proj_len", 3}, {"compress", "input"}}});
-  for (const auto& [name, options] : cases)
+  for (const auto& [name_, options_] : cases)
     for (const Grid& g : grids) {
+      // clang 14 cannot capture a structured binding
+      const auto& name = name_;
+      const auto& options = options_;
       const int64_t N = g.extra + g.H * g.W;
       CAPTURE(name);
       CAPTURE(options.dump());

@@ -36,7 +36,8 @@ std::shared_ptr<XCAttention> make_xca(int64_t dim, int64_t heads, float attn_dro
 TEST_CASE("xca_attention: gradcheck w.r.t. q, k, v and temperature (h = 1 and 3, N < d and N > d)") {
   uint64_t seed = 200;
   for (int64_t h : {1, 3})
-    for (auto [N, d] : {std::pair<int64_t, int64_t>{3, 4}, {5, 4}, {3, 6}, {5, 6}}) {
+    for (auto [N_, d_] : {std::pair<int64_t, int64_t>{3, 4}, {5, 4}, {3, 6}, {5, 6}}) {
+      const auto& N = N_; const auto& d = d_;  // clang 14 cannot capture a structured binding
       CAPTURE(h);
       CAPTURE(N);
       CAPTURE(d);
@@ -58,7 +59,8 @@ TEST_CASE("xca_attention: gradcheck with attn_drop in training (same mask every 
 }
 
 TEST_CASE("xca_attention == timm's XCA composed from core ops (forward and every gradient)") {
-  for (auto [N, d] : {std::pair<int64_t, int64_t>{7, 5}, {4, 8}, {16, 16}}) {
+  for (auto [N_, d_] : {std::pair<int64_t, int64_t>{7, 5}, {4, 8}, {16, 16}}) {
+    const auto& N = N_; const auto& d = d_;  // clang 14 cannot capture a structured binding
     CAPTURE(N);
     CAPTURE(d);
     Tensor q = randn_leaf({2, 3, N, d}, 11), k = randn_leaf({2, 3, N, d}, 12), v = randn_leaf({2, 3, N, d}, 13);

@@ -204,7 +204,11 @@ TEST_CASE("autocast: float16 rounding, F16C against integer rounding") {
 
 TEST_CASE("autocast: gemm at bf16 and fp16 is its definition, every transpose, beta, threads") {
   Generator g(11);
-  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{5, 7, 3}, {70, 33, 65}, {300, 96, 192}}) {
+  for (auto [m_, n_, k_] : {std::tuple<int64_t, int64_t, int64_t>{5, 7, 3}, {70, 33, 65}, {300, 96, 192}}) {
+    // clang 14 cannot capture a structured binding
+    const auto& m = m_;
+    const auto& n = n_;
+    const auto& k = k_;
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
       for (float beta : {0.f, 1.f}) {
@@ -250,7 +254,11 @@ TEST_CASE("autocast: gemm at bf16 and fp16 is its definition, every transpose, b
 
 TEST_CASE("autocast: gemm_block with leading dimensions gives gemm()'s bits on the contiguous values") {
   Generator g(13);
-  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{5, 7, 3}, {65, 65, 16}, {16, 16, 65}}) {
+  for (auto [m_, n_, k_] : {std::tuple<int64_t, int64_t, int64_t>{5, 7, 3}, {65, 65, 16}, {16, 16, 65}}) {
+    // clang 14 cannot capture a structured binding
+    const auto& m = m_;
+    const auto& n = n_;
+    const auto& k = k_;
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
       const int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
@@ -418,8 +426,12 @@ TEST_CASE("autocast: the packed attention cores round every product as the split
                        return merge(softmax_attention(s[0], s[1], s[2], 0.25f));
                      });
   const Tensor qkv = randn_leaf({2, 33, 3 * 48}, 30);
-  for (const auto& [name, packed, split] : cores)
+  for (const auto& [name_, packed_, split_] : cores)
     for (AutocastMode mode : {AutocastMode::BF16, AutocastMode::FP16}) {
+      // clang 14 cannot capture a structured binding
+      const auto& name = name_;
+      const auto& packed = packed_;
+      const auto& split = split_;
       if (mode == AutocastMode::BF16 && !bf16_here()) continue;
       const std::vector<Tensor> p = run_op(mode, packed, {qkv}), s = run_op(mode, split, {qkv}),
                                 f = run_op(AutocastMode::Off, packed, {qkv});

@@ -110,8 +110,14 @@ TEST_CASE("DINOLoss: centering and both temperatures enter as DINO writes them")
 }
 
 TEST_CASE("dino_cross_entropy: equals DINO's pair loop (values and gradients)") {
-  for (auto [T, V, B, K, tau] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, float>>{
+  for (auto [T_, V_, B_, K_, tau_] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, float>>{
            {2, 2, 3, 5, 0.1f}, {2, 6, 4, 9, 0.1f}, {2, 3, 1, 33, 0.5f}, {1, 3, 2, 4, 1.f}}) {
+    // clang 14 cannot capture a structured binding
+    const auto& T = T_;
+    const auto& V = V_;
+    const auto& B = B_;
+    const auto& K = K_;
+    const auto& tau = tau_;
     CAPTURE(V);
     CAPTURE(K);
     Tensor q = random_probs(T * B, K, 100 + uint64_t(V));

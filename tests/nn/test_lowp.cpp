@@ -137,8 +137,9 @@ TEST_CASE("fp32 LowpLinear (weights packed by oneDNN): float32 results up to the
   // The shapes of a DeiT-Tiny block at batch 1 (65 tokens) and at a few other row counts,
   // with and without bias; the plan cache keeps one primitive per row count.
   for (int64_t M : {int64_t(1), int64_t(65), int64_t(130), int64_t(65)})
-    for (const auto& [out, in] : {std::pair<int64_t, int64_t>{576, 192}, {192, 768}, {10, 7}})
+    for (const auto& [out_, in_] : {std::pair<int64_t, int64_t>{576, 192}, {192, 768}, {10, 7}})
       for (bool with_bias : {true, false}) {
+        const auto& out = out_; const auto& in = in_;  // clang 14 cannot capture a structured binding
         CAPTURE(M);
         CAPTURE(out);
         CAPTURE(with_bias);
@@ -196,7 +197,8 @@ TEST_CASE("LowpLinear with a fused activation equals the activation after the pr
   const std::pair<MlpActivation, Tensor (*)(const Tensor&)> acts[] = {
       {MlpActivation::Gelu, gelu}, {MlpActivation::QuickGelu, quick_gelu}, {MlpActivation::Relu, relu}};
   for (Precision p : {Precision::F32, Precision::BF16, Precision::Int8})
-    for (const auto& [kind, fn] : acts) {
+    for (const auto& [kind_, fn_] : acts) {
+      const auto& kind = kind_; const auto& fn = fn_;  // clang 14 cannot capture a structured binding
       const std::string precision = precision_name(p);  // CAPTURE keeps a reference: a named value
       CAPTURE(precision);
       CAPTURE(int(kind));

@@ -30,9 +30,14 @@ TEST_CASE("sima_attention_packed_inference == sima_attention_packed to float rou
   uint64_t seed = 10;
   for (SimaNorm norm : {SimaNorm::L1, SimaNorm::L2, SimaNorm::None})
     for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst, SimaOrder::Auto})
-      for (auto [B, N, C, h] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 5, 8, 2},  // N = 5 > d = 4
+      for (auto [B_, N_, C_, h_] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 5, 8, 2},  // N = 5 > d = 4
                                 {2, 3, 24, 2},                                               // N = 3 < d = 12
                                 {2, 65, 192, 3}}) {                                          // DeiT-Tiny's block
+        // clang 14 cannot capture a structured binding
+        const auto& B = B_;
+        const auto& N = N_;
+        const auto& C = C_;
+        const auto& h = h_;
         CAPTURE(name(norm));
         CAPTURE(static_cast<int>(order));
         CAPTURE(N);
@@ -49,7 +54,11 @@ TEST_CASE("sima_attention_inference == sima_attention on split heads, N_kv != N 
   uint64_t seed = 40;
   for (SimaNorm norm : {SimaNorm::L1, SimaNorm::L2, SimaNorm::None})
     for (SimaOrder order : {SimaOrder::QkFirst, SimaOrder::KvFirst})
-      for (auto [N, Nkv, d] : {std::tuple<int64_t, int64_t, int64_t>{5, 5, 4}, {49, 16, 32}, {3, 7, 6}}) {
+      for (auto [N_, Nkv_, d_] : {std::tuple<int64_t, int64_t, int64_t>{5, 5, 4}, {49, 16, 32}, {3, 7, 6}}) {
+        // clang 14 cannot capture a structured binding
+        const auto& N = N_;
+        const auto& Nkv = Nkv_;
+        const auto& d = d_;
         CAPTURE(name(norm));
         CAPTURE(order == SimaOrder::QkFirst);
         CAPTURE(N);
