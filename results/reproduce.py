@@ -78,6 +78,9 @@ ROWS = [
     ("deit_softmax", [1], "train", 3),
     ("deit_sima", [1], "train", 3),
     ("torch_twin_cvt_sima", [1], "torch", 3),  # cvt_sima trained by PyTorch (results/torch_twin.py)
+    # The 94 % target: the CvT twice as wide, its own sweep (results/report_claims.py, width_section).
+    ("cvtwide_softmax", ["94"], "train", 3),
+    ("cvtwide_sima", ["94"], "train", 3),
 ] + [(r, claims, "fixed", seeds) for r, claims, seeds in fixed.all_rows()  # claims 2-5: fixed budgets
 ] + [(r, claims, "fixed" if fixed.epochs_of(r) else "train", seeds)  # a row's recipe at bf16 / fp16
      for r, _, claims, seeds in precision_rows.all_rows()] + [
