@@ -168,8 +168,9 @@ TARGET_SEEDS = 3
 def target_line(t, rows):
     """Whether the best of `rows` reaches TARGET_TOP1 as a mean over at least TARGET_SEEDS seeds (the best
     single seed is no headline)."""
-    means = {r: statistics.mean(x for x, _ in runs(t, r)) for r in rows if len(runs(t, r)) >= TARGET_SEEDS}
-    short = ["%s %d of %d seeds" % (r, len(runs(t, r)), TARGET_SEEDS) for r in rows if r not in means]
+    seeds = {r: [x for x, _ in runs(t, r)] for r in rows}
+    means = {r: statistics.mean(xs) for r, xs in seeds.items() if len(xs) >= TARGET_SEEDS}
+    short = ["%s %d of %d seeds" % (r, len(seeds[r]), TARGET_SEEDS) for r in rows if r not in means]
     if not means:
         return "Target: a row's mean test top-1 over %d seeds at %.1f %% or more: not measured yet (%s)." % (
             TARGET_SEEDS, TARGET_TOP1, "; ".join(short))
