@@ -249,7 +249,8 @@ def claim2_section(t, out, runs_dir=""):
                                     " | verdict | uncertainty |")
         out.append("\nFamily: the three rows at %d epochs (Holm over 3).\n" % budget)
         under_way(runs_dir, [r for c in comps for r in (c[1], c[2]) if isinstance(r, str)], out)
-        mcnemar_line(t, out, p + "deit_sima_1head", p + "deit_sima")
+        for _, row, base, _, _, _ in comps[:2]:
+            mcnemar_line(t, out, row, base)
     out.append("The last row of each table is what the paper claims, that one head costs softmax more than SimA:"
                " the difference of the two Δ over the four rows' seeds.\n")
 
@@ -280,6 +281,8 @@ def claim3_section(t, out, runs_dir=""):
                                     " | uncertainty |")
         out.append("\nFamily: the three rows at %d epochs (Holm over 3).\n" % budget)
         under_way(runs_dir, [r for c in comps for r in (c[1], c[2]) if isinstance(r, str)], out)
+        for _, row, base, _, _, _ in comps[:2]:
+            mcnemar_line(t, out, row, base)
     out.append("The last row of each table asks whether a ReLU MLP does anything for SimA that it does not do for"
                " softmax: the difference of the two Δ over the four rows' seeds.\n")
 
