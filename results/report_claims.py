@@ -248,11 +248,17 @@ def claim2_section(t, out, runs_dir=""):
         paired_table(t, out, comps, "| attention | 4 heads | 1 head | Δ [CI] | Δerr / err | paper (DeiT-S, 6 → 1 head)"
                                     " | verdict | uncertainty |")
         out.append("\nFamily: the three rows at %d epochs (Holm over 3).\n" % budget)
-        under_way(runs_dir, [r for c in comps for r in (c[1], c[2]) if isinstance(r, str)], out)
-        for _, row, base, _, _, _ in comps[:2]:
-            mcnemar_line(t, out, row, base)
+        pairs_footer(t, out, comps, runs_dir)
     out.append("The last row of each table is what the paper claims, that one head costs softmax more than SimA:"
                " the difference of the two Δ over the four rows' seeds.\n")
+
+
+def pairs_footer(t, out, comps, runs_dir):
+    """Under a claim's table: its runs parked between sittings, then McNemar for each single pair (the first two
+    comps; the third is the interaction of four rows)."""
+    under_way(runs_dir, [r for c in comps for r in (c[1], c[2]) if isinstance(r, str)], out)
+    for _, row, base, _, _, _ in comps[:2]:
+        mcnemar_line(t, out, row, base)
 
 
 def mcnemar_line(t, out, a, b):
@@ -280,9 +286,7 @@ def claim3_section(t, out, runs_dir=""):
         paired_table(t, out, comps, "| model | GELU | ReLU | Δ [CI] | Δerr / err | paper (DeiT-S SimA) | verdict"
                                     " | uncertainty |")
         out.append("\nFamily: the three rows at %d epochs (Holm over 3).\n" % budget)
-        under_way(runs_dir, [r for c in comps for r in (c[1], c[2]) if isinstance(r, str)], out)
-        for _, row, base, _, _, _ in comps[:2]:
-            mcnemar_line(t, out, row, base)
+        pairs_footer(t, out, comps, runs_dir)
     out.append("The last row of each table asks whether a ReLU MLP does anything for SimA that it does not do for"
                " softmax: the difference of the two Δ over the four rows' seeds.\n")
 
