@@ -119,6 +119,20 @@ def park(records, out_root, only=()):
     return names
 
 
+def progress(records, name):
+    """(epochs logged, epochs planned) of the run parked as records/parked/<name>, or None when none is
+    parked there; planned is None when its config cannot be read."""
+    d = os.path.join(records, "parked", name)
+    if not has_state(d):
+        return None
+    try:
+        with open(os.path.join(d, "metrics.jsonl")) as f:
+            done = sum(1 for line in f if json.loads(line).get("kind") == "epoch")
+    except (OSError, ValueError):
+        done = 0
+    return done, stored_epochs(d)
+
+
 def finished(out):
     """The trainer has logged its last epoch (an epoch record with the config's epoch count)."""
     epochs = stored_epochs(out)

@@ -3,12 +3,12 @@ interval and a verdict from this study's interval alone (results/verdicts.py): s
 paper, opposite direction, no effect (inside +/- verdicts.MARGIN points), or inconclusive. The
 paper's ImageNet effect stands beside it for reading, in points and as a change of error rate; it
 does not enter the verdict. Each table is one family of comparisons for Holm's correction."""
-import json
 import os
 import statistics
 
 import disclosure
 import fixed
+import parked
 import stats
 import verdicts
 
@@ -223,14 +223,9 @@ def under_way(runs_dir, rows, out):
     base = os.path.join(runs_dir, "parked")
     for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
         row, _, seed = name.rpartition("_s")
-        if row not in rows or not seed.isdigit():
-            continue
-        try:
-            with open(os.path.join(base, name, "metrics.jsonl")) as f:
-                done = sum(1 for line in f if json.loads(line).get("kind") == "epoch")
-        except (OSError, ValueError):
-            continue
-        found.append("%s seed %s, %d of %d epochs" % (row, seed, done, fixed.epochs_of(row) or 0))
+        got = parked.progress(runs_dir, name) if row in rows and seed.isdigit() else None
+        if got is not None:
+            found.append("%s seed %s, %d of %d epochs" % (row, seed, got[0], got[1] or fixed.epochs_of(row) or 0))
     if found:
         out.append("Under way (parked between sittings, `results/runs/parked/`): %s.\n" % "; ".join(found))
 

@@ -7,6 +7,7 @@ import statistics
 
 import fixed
 import frozen_eval
+import parked
 import stats
 import sweep
 import tta
@@ -156,7 +157,9 @@ def sweep_section(runs, out):
             prev = (e, top1)
         if chosen is None:
             past = " (past the cap)" if nxt and nxt > sweep.BUDGET_CAP[row] else ""
-            out.append("| %s | | | | | | %s |" % (row, "next: %d epochs%s" % (nxt, past) if nxt else
+            got = parked.progress(runs, "sweep_%s_e%d" % (row, nxt)) if nxt else None
+            now = "; parked at %d of %d epochs" % got if got and got[1] == nxt else ""
+            out.append("| %s | | | | | | %s |" % (row, "next: %d epochs%s%s" % (nxt, past, now) if nxt else
                                                 "not converged at the last point"))
     out.append("")
     knn_baselines(runs, out)

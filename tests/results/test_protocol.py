@@ -554,12 +554,30 @@ with tempfile.TemporaryDirectory() as d:
         for e in (1, 2, 3):
             f.write(json.dumps({"kind": "step", "epoch": e - 0.5}) + "\n" + json.dumps({"kind": "epoch", "epoch": e}) + "\n")
     out = []
+    report_claims.under_way(d, ["e100_deit_sima"], out)
+    check(out == [], "under way without a train state: %r" % out)
+    with open(os.path.join(d, "parked", "e100_deit_sima_s0", "train_state.safetensors.gz"), "wb") as f:
+        f.write(b"state")
     report_claims.under_way(d, ["e100_deit_sima", "e100_deit_sima_1head"], out)
     check(out == ["Under way (parked between sittings, `results/runs/parked/`): e100_deit_sima seed 0, 3 of 100 epochs.\n"],
           "under way: %r" % out)
     out = []
     report_claims.under_way(d, ["e50_deit_sima"], out)
     check(out == [], "under way, other rows: %r" % out)
+
+# A sweep's next point, parked between sittings, shows its progress in the sweep table.
+with tempfile.TemporaryDirectory() as d:
+    record(d, "cvt_sima", 25, [80.0, 90.0])
+    record(d, "cvt_sima", 50, [80.0, 91.0])
+    out = []
+    report_protocol.sweep_section(d, out)
+    check("| cvt_sima | | | | | | next: 100 epochs |" in out, "next point, nothing parked: %r" % out)
+    run_folder(os.path.join(d, "parked", "sweep_cvt_sima_e100"), {"train": {"epochs": 100}}, "train_state.safetensors")
+    with open(os.path.join(d, "parked", "sweep_cvt_sima_e100", "metrics.jsonl"), "w") as f:
+        f.write("".join(json.dumps({"kind": "epoch", "epoch": e}) + "\n" for e in (1, 2)))
+    out = []
+    report_protocol.sweep_section(d, out)
+    check("| cvt_sima | | | | | | next: 100 epochs; parked at 2 of 100 epochs |" in out, "parked next point: %r" % out)
 
 for stop_signal in (signal.SIGTERM, signal.SIGINT):
     with tempfile.TemporaryDirectory() as d:
