@@ -33,6 +33,8 @@ import json
 import os
 import shutil
 
+import runner
+
 FILES = ("train_state.safetensors", "best.safetensors", "config.json", "metrics.jsonl", "twin_state.pt")
 STATES = ("train_state.safetensors", "twin_state.pt")  # sima-train's, or the PyTorch twin's (results/torch_twin.py)
 SPENT = "spent.json"  # parked copy of runs/paper/<name>.spent.json
@@ -119,29 +121,25 @@ def park(records, out_root, only=()):
     return names
 
 
+def logged_epochs(d):
+    """The epoch numbers of the epoch records in d/metrics.jsonl; [] when it is missing or unreadable."""
+    try:
+        return [r.get("epoch") for r in runner.epoch_records(d)]
+    except (OSError, ValueError):
+        return []
+
+
 def progress(records, name):
     """(epochs logged, epochs planned) of the run parked as records/parked/<name>, or None when none is
     parked there; planned is None when its config cannot be read."""
     d = os.path.join(records, "parked", name)
-    if not has_state(d):
-        return None
-    try:
-        with open(os.path.join(d, "metrics.jsonl")) as f:
-            done = sum(1 for line in f if json.loads(line).get("kind") == "epoch")
-    except (OSError, ValueError):
-        done = 0
-    return done, stored_epochs(d)
+    return (len(logged_epochs(d)), stored_epochs(d)) if has_state(d) else None
 
 
 def finished(out):
     """The trainer has logged its last epoch (an epoch record with the config's epoch count)."""
     epochs = stored_epochs(out)
-    try:
-        with open(os.path.join(out, "metrics.jsonl")) as f:
-            done = [r.get("epoch") for r in map(json.loads, f) if r.get("kind") == "epoch"]
-    except (OSError, ValueError):
-        return False
-    return epochs is not None and epochs in done
+    return epochs is not None and epochs in logged_epochs(out)
 
 
 def unpark(records, out):
