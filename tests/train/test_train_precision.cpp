@@ -104,8 +104,8 @@ std::vector<double> check_resume_exact(const json& j, const std::string& dir) {
 // there is one hash per set (OMP_NUM_THREADS=2, small_run()'s config; tests/train/precision_hash.py
 // RUN_FOLDER prints it):
 // - AVX-512 hosts: commit 732aa58's sima-train, before train.precision existed.
-// - AVX2-only hosts: the sima-train of commit 08adf60 (C++ as at c1ce7c3), fp32 by default; on AVX-512 hosts that same code gives the
-//   732aa58 hash above, so this guards the same fp32 path from here on.
+// - AVX2-only hosts: the sima-train of commit 08adf60 (C++ as at c1ce7c3), fp32 by default; on
+//   AVX-512 hosts that same code gives the 732aa58 hash, so this guards the same fp32 path.
 uint64_t fp32_run_hash() {
   const unsigned isa = unsigned(dnnl_get_effective_cpu_isa());
   auto has = [isa](dnnl_cpu_isa_t level) { return (isa & unsigned(level)) == unsigned(level); };
