@@ -226,7 +226,7 @@ def run_one(row, seed, threads):
     rec = {"row": row, "seed": seed, "claims": claims, "kind": kind, "commit": git_commit(),
            "binary": binary_version(BIN), "threads": threads,
            "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
-           "load_before": os.getloadavg()[0], "cpu": cpu_info()["model"]}
+           "load_before": os.getloadavg()[0], **runner.host()}
     if kind == "bench":
         rec.update(latency.run(BIN, ROOT, out, env) if row == latency.ROW else run_bench(row, out, env))
         return rec

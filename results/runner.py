@@ -195,10 +195,17 @@ def other_trainers():
     return found
 
 
+def host():
+    """{"cpu": its model name, "isa": the optional instruction sets it has (avx2, avx512f, ...)}: the same
+    model name can be an AVX2-only or an AVX-512 host, and CPU seconds per epoch differ about 2x between them."""
+    info = cpu_info()
+    return {"cpu": info["model"], "isa": info["isa"]}
+
+
 def run_sitting(argv, env, out, resume):
     """One sitting of a training run in folder `out`: runs argv (its log out.log, or out.resume.log),
     and appends the sitting to out.spent.json, which a fresh start resets: [{"wall_s", "cpu_s",
-    "resumed", "load_before", "epochs_run", "cpu", "date" (its end, UTC)}...], so a run's CPU adds up over the sittings that
+    "resumed", "load_before", "epochs_run", "cpu", "isa", "date" (its end, UTC)}...], so a run's CPU adds up over the sittings that
     ran it (`park` carries the file; stop the launcher with SIGTERM, not SIGKILL, or the sitting is lost).
     Returns (exit code, last output line, the sittings so far)."""
     spent_path = out + ".spent.json"
@@ -208,7 +215,7 @@ def run_sitting(argv, env, out, resume):
     code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"), trainer=True)
     spent = json.load(open(spent_path)) if os.path.exists(spent_path) else []
     spent.append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "resumed": resume, "load_before": load_before,
-                  "epochs_run": len(epoch_records(out)) - epochs_before, "cpu": cpu_info()["model"],
+                  "epochs_run": len(epoch_records(out)) - epochs_before, **host(),
                   "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")})
     write_json(spent_path, spent)
     return code, last, spent

@@ -80,6 +80,8 @@ with tempfile.TemporaryDirectory() as d:
     ok = rec is not None and rec["exit_code"] == 0
     check(ok and [e["epoch"] for e in rec["epochs"]] == [1, 2, 3], "resumed to epoch 3: %r" % rec)
     check(ok and [x["resumed"] for x in rec["sittings"]] == [False, True], "two sittings: %r" % (rec or {}).get("sittings"))
+    check(ok and all(isinstance(x.get("isa"), list) and x.get("cpu") for x in rec["sittings"]),
+          "each sitting names its CPU and instruction sets: %r" % (rec or {}).get("sittings"))
     check(ok and "--resume" not in rec["command"] and rec["val_top1"] == 77.7, "the record's command and score")
     check(not os.path.exists(os.path.join(dino_sweep.RUNS, "parked", "base_e3_n50000")), "the parked copy dropped")
 
