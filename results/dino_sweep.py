@@ -33,7 +33,7 @@ import frozen_eval  # noqa: E402
 import parked  # noqa: E402
 import runner  # noqa: E402
 import sweep  # noqa: E402
-from runner import (BIN, INTERRUPTED, ROOT, binary_version, cpu_info, epoch_records, git_commit, run_logged,  # noqa: E402
+from runner import (BIN, INTERRUPTED, ROOT, binary_version, host, epoch_records, git_commit, run_logged,  # noqa: E402
                     run_sitting, spent_totals, user_command, write_json)
 
 ROW = "dino_xcit_sima"
@@ -131,7 +131,7 @@ def run_point(point, epochs, subset, threads):
            "command": user_command(argv, threads), "commit": git_commit(), "binary": binary_version(BIN),
            "date": started, "epochs_planned": epochs, "exit_code": code, "seed": sweep.SWEEP_SEED,
            "split": "validation", "validation": sweep.VALIDATION, "validation_seed": sweep.VALIDATION_SEED,
-           "threads": threads, "cpu": cpu_info()["model"],
+           "threads": threads, **host(),
            "metric": "weighted 20-NN top-1 on the teacher's frozen features (validation split)",
            "epochs": sweep.epoch_rows(epoch_records(out))}
     rec.update(spent_totals(spent))
@@ -165,7 +165,7 @@ def diagnostic(threads):
            "trained": "24 × 50000", "checkpoint": SUPERVISED, "commit": git_commit(), "binary": binary_version(BIN),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "split": "validation", "validation": sweep.VALIDATION, "validation_seed": sweep.VALIDATION_SEED,
-           "threads": threads, "cpu": cpu_info()["model"],
+           "threads": threads, **host(),
            "evals": {"blocks%d" % b: frozen_eval.evaluate(eval_argv(ckpt, b), env, threads, log + "_b%d.json" % b)
                      for b in FEATURE_BLOCKS},
            "baselines": {"pixels": frozen_eval.evaluate(frozen_eval.argv(BIN, ckpt, frozen_eval.VALIDATION_SPLIT,

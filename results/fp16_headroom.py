@@ -28,7 +28,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from runner import (BIN, PEAK_KEYS, ROOT, binary_version, cpu_info, git_commit, run_sitting,  # noqa: E402
+from runner import (BIN, PEAK_KEYS, ROOT, binary_version, host, git_commit, run_sitting,  # noqa: E402
                     spent_totals, user_command, write_json)
 
 RECORDS = os.path.join(ROOT, "results", "runs", "fp16_headroom")
@@ -75,7 +75,7 @@ def run_one(scale, sets, norm, config):
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     code, last, spent = run_sitting(argv, dict(os.environ, OMP_NUM_THREADS="1"), out, False)
     rec = {"command": user_command(argv, 1), "scale": scale, "norm": norm, "commit": git_commit(),
-           "binary": binary_version(BIN), "date": started, "threads": 1, "cpu": cpu_info()["model"],
+           "binary": binary_version(BIN), "date": started, "threads": 1, **host(),
            "exit_code": code, "steps": step_records(out)}
     rec.update(spent_totals(spent))
     if code != 0:

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixed  # noqa: E402
 import report_claims  # noqa: E402
 import verdicts  # noqa: E402
-from runner import (BIN, ROOT, binary_version, cpu_info, epoch_records, git_commit, run_sitting,  # noqa: E402
+from runner import (BIN, ROOT, binary_version, host, epoch_records, git_commit, run_sitting,  # noqa: E402
                     spent_totals, user_command, write_json)
 
 CONFIG = os.path.join(ROOT, "configs", "quickstart.json")
@@ -57,7 +57,7 @@ def run_one(precision, seed, threads):
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     code, last, spent = run_sitting(argv, env, out, False)
     rec = {"command": user_command(argv, threads), "precision": precision, "seed": seed, "commit": git_commit(),
-           "binary": binary_version(BIN), "date": started, "threads": threads, "cpu": cpu_info()["model"],
+           "binary": binary_version(BIN), "date": started, "threads": threads, **host(),
            "exit_code": code, "epochs": [{k: e[k] for k in ("epoch", "train_loss", "epoch_cpu_seconds") if k in e}
                                          for e in epoch_records(out)]}
     rec.update(spent_totals(spent))

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixed  # noqa: E402
 import parked  # noqa: E402
 import runner  # noqa: E402
-from runner import (BIN, INTERRUPTED, ROOT, binary_version, cpu_info, epoch_records, git_commit, run_sitting,  # noqa: E402
+from runner import (BIN, INTERRUPTED, ROOT, binary_version, host, epoch_records, git_commit, run_sitting,  # noqa: E402
                     spent_totals, user_command, write_json)
 
 RUNS = os.path.join(ROOT, "results", "runs")
@@ -131,7 +131,7 @@ def rederive(row, seed):
     if code == INTERRUPTED and not (watch and watch.mismatch):
         return None
     attempt = {"command": user_command(argv, threads), "commit": git_commit(), "binary": binary_version(BIN),
-               "cpu": cpu_info()["model"], "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+               **host(), "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
                **spent_totals(spent), "exit_code": code}
     if watch and watch.mismatch:
         verdict = no_repeat(rec, attempt, out, watch.mismatch)

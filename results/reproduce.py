@@ -57,7 +57,7 @@ import parked  # noqa: E402  (results/parked.py: cut-off runs carried between si
 import precision_rows  # noqa: E402  (results/precision_rows.py: rows at bf16 / fp16)
 import frozen_eval  # noqa: E402  (results/frozen_eval.py: DINO's frozen features and their baselines)
 import runner  # noqa: E402
-from runner import (ROOT, BIN, INTERRUPTED, binary_version, claimed, cpu_info, diverged, epoch_records, git_commit,  # noqa: E402,F401
+from runner import (ROOT, BIN, INTERRUPTED, binary_version, claimed, host, diverged, epoch_records, git_commit,  # noqa: E402,F401
                     other_trainers, run_logged, run_sitting, shell_line, spent_totals, user_command, write_json)
 RUNS = os.path.join(ROOT, "results", "runs")
 PNGS = os.path.join(ROOT, "docs", "results")
@@ -226,7 +226,7 @@ def run_one(row, seed, threads):
     rec = {"row": row, "seed": seed, "claims": claims, "kind": kind, "commit": git_commit(),
            "binary": binary_version(BIN), "threads": threads,
            "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
-           "load_before": os.getloadavg()[0], **runner.host()}
+           "load_before": os.getloadavg()[0], **host()}
     if kind == "bench":
         rec.update(latency.run(BIN, ROOT, out, env) if row == latency.ROW else run_bench(row, out, env))
         return rec
