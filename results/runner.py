@@ -206,12 +206,18 @@ def run_sitting(argv, env, out, resume):
     """One sitting of a training run in folder `out`: runs argv (its log out.log, or out.resume.log),
     and appends the sitting to out.spent.json, which a fresh start resets: [{"wall_s", "cpu_s",
     "resumed", "load_before", "epochs_run", "cpu", "isa", "date" (its end, UTC)}...], so a run's CPU adds up over the sittings that
-    ran it (`park` carries the file; stop the launcher with SIGTERM, not SIGKILL, or the sitting is lost).
+    ran it (`park` carries the file; stop the launcher with SIGTERM: a sitting killed outright is counted at
+    resume from the trainer's per-epoch times, `lost_sitting`, without its start-up).
     Returns (exit code, last output line, the sittings so far)."""
     spent_path = out + ".spent.json"
     if not resume and os.path.exists(spent_path):
         os.remove(spent_path)
     load_before, epochs_before = os.getloadavg()[0], len(epoch_records(out))
+    if resume:  # a sitting killed outright (SIGKILL, its session's end) left epochs no sitting counts
+        before = json.load(open(spent_path)) if os.path.exists(spent_path) else []
+        lost = lost_sitting(out, before, epochs_before)
+        if lost:
+            write_json(spent_path, before + [lost])
     code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"), trainer=True)
     spent = json.load(open(spent_path)) if os.path.exists(spent_path) else []
     spent.append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "resumed": resume, "load_before": load_before,
@@ -219,6 +225,28 @@ def run_sitting(argv, env, out, resume):
                   "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")})
     write_json(spent_path, spent)
     return code, last, spent
+
+
+def lost_sitting(out, spent, epochs_before, end=None):
+    """The stand-in for a sitting that was killed outright (SIGKILL: the launcher ended with its session),
+    so that out.spent.json never writes it: the epochs in out/metrics.jsonl beyond those the recorded
+    sittings ran, timed by the trainer's own per-epoch figures (epoch_seconds, epoch_cpu_seconds; a lower
+    bound: without start-up and the partial epoch cut off). Its host is unknown ("cpu": "unknown") and its
+    date is the train state's last save (or `end`, a Unix time). None when every epoch is counted, when
+    an older sitting does not say how many epochs it ran, or when the epochs carry no CPU figures."""
+    if any("epochs_run" not in s for s in spent):
+        return None
+    lost = epoch_records(out)[sum(s["epochs_run"] for s in spent):epochs_before]
+    if not lost or any("epoch_cpu_seconds" not in e for e in lost):
+        return None
+    state = os.path.join(out, "train_state.safetensors")
+    if end is None:
+        end = os.path.getmtime(state) if os.path.exists(state) else time.time()
+    return {"wall_s": round(sum(e.get("epoch_seconds", 0.0) for e in lost), 1),
+            "cpu_s": round(sum(e["epoch_cpu_seconds"] for e in lost), 1), "resumed": bool(spent),
+            "load_before": None, "epochs_run": len(lost), "cpu": "unknown", "isa": [],
+            "reconstructed": "killed before it could record itself: the trainer's per-epoch times",
+            "date": datetime.datetime.utcfromtimestamp(end).strftime("%Y-%m-%d %H:%M UTC")}
 
 
 def spent_totals(spent):

@@ -579,6 +579,29 @@ with tempfile.TemporaryDirectory() as d:
     report_protocol.sweep_section(d, out)
     check("| cvt_sima | | | | | | next: 100 epochs; parked at 2 of 100 epochs |" in out, "parked next point: %r" % out)
 
+# A sitting killed outright (SIGKILL at its session's end) never wrote out.spent.json; at resume the
+# epochs no recorded sitting ran are counted from the trainer's own per-epoch times.
+with tempfile.TemporaryDirectory() as d:
+    out = os.path.join(d, "run_s0")
+    os.makedirs(out)
+    with open(os.path.join(out, "metrics.jsonl"), "w") as f:
+        f.write("".join(json.dumps({"kind": "epoch", "epoch": e, "epoch_seconds": 10.0, "epoch_cpu_seconds": 11.0 + e})
+                        + "\n" for e in range(1, 6)))
+    lost = runner.lost_sitting(out, [], 5, end=0)
+    check(lost and lost["epochs_run"] == 5 and lost["cpu_s"] == 70.0 and lost["wall_s"] == 50.0
+          and lost["date"] == "1970-01-01 00:00 UTC" and lost["resumed"] is False, "first sitting lost: %r" % lost)
+    lost = runner.lost_sitting(out, [{"cpu_s": 30.0, "epochs_run": 2}], 5, end=0)
+    check(lost and lost["epochs_run"] == 3 and lost["cpu_s"] == 15.0 + 16.0 + 14.0 and lost["resumed"] is True,
+          "epochs 3-5 lost after a recorded sitting of 2: %r" % lost)
+    check(runner.lost_sitting(out, [{"cpu_s": 30.0, "epochs_run": 5}], 5) is None, "every epoch counted")
+    check(runner.lost_sitting(out, [{"cpu_s": 30.0}], 5) is None, "an older sitting without epochs_run: no guess")
+    # run_sitting adds the stand-in before the resumed sitting's own entry.
+    argv = [sys.executable, "-c", "pass"]
+    _, _, spent = runner.run_sitting(argv, dict(os.environ), out, True)
+    check(len(spent) == 2 and spent[0].get("reconstructed") and spent[0]["epochs_run"] == 5
+          and spent[1]["epochs_run"] == 0 and runner.spent_totals(spent)["cpu_s"] >= 70.0,
+          "resumed after a killed sitting: %r" % spent)
+
 for stop_signal in (signal.SIGTERM, signal.SIGINT):
     with tempfile.TemporaryDirectory() as d:
         stopped_launcher(d, stop_signal)
