@@ -124,8 +124,9 @@ def sweep_section(runs, out):
                " the teacher's frozen features after the last epoch (bank: the 50 000 training images it pretrained"
                " on; queries: the held-out ones). CPU time is user + system over the run's sittings"
                " (a sitting stopped at the end of a session counts when its launcher was stopped with SIGTERM;"
-               " one whose launcher was killed is missing; the time-to-accuracy table below gives the CPU per"
-               " epoch).\n" % sweep.KNN_K)
+               " one whose launcher was killed outright is counted when the run resumes, from the trainer's"
+               " per-epoch CPU without its start-up, and was missing before commit c637e2c; the time-to-accuracy"
+               " table below gives the CPU per epoch).\n" % sweep.KNN_K)
     out.append("The models, as `configs/paper/` holds them (every row of an architecture shares its SimA row's): %s.\n"
                % "; ".join("%s: %s" % (row, sweep.describe_model(sweep.model_of(ROOT, row))) for row in sweep.SWEEPS))
     out.append("| sweep row | epochs | val top-1 (last) | best (epoch) | gain over half | CPU | status |")
