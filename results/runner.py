@@ -205,7 +205,7 @@ def host():
 def run_sitting(argv, env, out, resume):
     """One sitting of a training run in folder `out`: runs argv (its log out.log, or out.resume.log),
     and appends the sitting to out.spent.json, which a fresh start resets: [{"wall_s", "cpu_s",
-    "resumed", "load_before", "epochs_run", "cpu", "isa", "date" (its end, UTC)}...], so a run's CPU adds up over the sittings that
+    "resumed", "load_before", "epochs_run", "threads", "cpu", "isa", "date" (its end, UTC)}...], so a run's CPU adds up over the sittings that
     ran it (`park` carries the file; stop the launcher with SIGTERM: a sitting killed outright is counted at
     resume from the trainer's per-epoch times, `lost_sitting`, without its start-up).
     Returns (exit code, last output line, the sittings so far)."""
@@ -221,10 +221,20 @@ def run_sitting(argv, env, out, resume):
     code, wall, cpu, last = run_logged(argv, env, out + (".resume.log" if resume else ".log"), trainer=True)
     spent = json.load(open(spent_path)) if os.path.exists(spent_path) else []
     spent.append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "resumed": resume, "load_before": load_before,
-                  "epochs_run": len(epoch_records(out)) - epochs_before, **host(),
+                  "epochs_run": len(epoch_records(out)) - epochs_before, "threads": sitting_threads(env), **host(),
                   "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")})
     write_json(spent_path, spent)
     return code, last, spent
+
+
+def sitting_threads(env):
+    """The OpenMP threads a sitting ran with (its env's OMP_NUM_THREADS), or None when unset: sittings of
+    one run may differ (a run resumed at 2 threads after a sitting at 1 trains on, but not bit for bit as a
+    1-thread run would), so each sitting says its own."""
+    try:
+        return int(env.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return None
 
 
 def lost_sitting(out, spent, epochs_before, end=None):

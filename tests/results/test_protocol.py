@@ -597,9 +597,9 @@ with tempfile.TemporaryDirectory() as d:
     check(runner.lost_sitting(out, [{"cpu_s": 30.0}], 5) is None, "an older sitting without epochs_run: no guess")
     # run_sitting adds the stand-in before the resumed sitting's own entry.
     argv = [sys.executable, "-c", "pass"]
-    _, _, spent = runner.run_sitting(argv, dict(os.environ), out, True)
+    _, _, spent = runner.run_sitting(argv, dict(os.environ, OMP_NUM_THREADS="2"), out, True)
     check(len(spent) == 2 and spent[0].get("reconstructed") and spent[0]["epochs_run"] == 5
-          and spent[1]["epochs_run"] == 0 and runner.spent_totals(spent)["cpu_s"] >= 70.0,
+          and spent[1]["epochs_run"] == 0 and spent[1]["threads"] == 2 and runner.spent_totals(spent)["cpu_s"] >= 70.0,
           "resumed after a killed sitting: %r" % spent)
 
 for stop_signal in (signal.SIGTERM, signal.SIGINT):
