@@ -252,7 +252,7 @@ def write(root, rows, load, path="", heatmaps=(), runs=""):
 
     report_claims.claim1_section(t, out)
     report_precision.bf16_section(t, out)
-    report_claims.width_section(t, out)
+    report_claims.width_section(t, out, runs)
     out.extend(quickstart_precision.section(os.path.join(runs, "quickstart_precision")))
     report_claims.claims_2_to_5_intro(out, report_protocol.sweep_gain(runs, "deit_sima", 100))
     report_claims.claim2_section(t, out, runs)
