@@ -447,6 +447,11 @@ def cmd_sweep(args):
                     print("  %s: %s" % (row, "converged at %d epochs" % chosen if chosen else "every point recorded"),
                           flush=True)
                 return
+            if args.cap_only and nxt > sweep.BUDGET_CAP[row]:
+                with lock:
+                    print("  %s: reached its budget cap of %d epochs; the %d-epoch point past it is not run"
+                          " (--cap-only)" % (row, sweep.BUDGET_CAP[row], nxt), flush=True)
+                return
             with claimed(os.path.join(OUT, "sweep_%s_e%d" % (row, nxt))) as mine:
                 if not mine:
                     with lock:
@@ -559,6 +564,8 @@ if __name__ == "__main__":
     sp.add_argument("--jobs", type=int, default=2, help="rows at a time")
     sp.add_argument("--threads", type=int, default=1, help="OpenMP threads per run")
     sp.add_argument("--smoke", default="", metavar="DIR", help="check the script: 1 and 2 epochs, records under DIR")
+    sp.add_argument("--cap-only", action="store_true",
+                    help="stop each row at its budget cap (the points past it only measure what the cap leaves)")
     kp = sub.add_parser("park", help="copy cut-off runs' train states into results/runs/parked/ (results/parked.py)")
     kp.add_argument("names", nargs="*", help="run folders to park (default: every cut-off one), e.g. sweep_deit_sima_e100")
     kp.add_argument("--smoke", default="", metavar="DIR", help="the runs of run/sweep --smoke DIR")

@@ -6,7 +6,9 @@ DINO's sweep (dino_xcit_sima) pretrains on the same 50 000 images and judges eac
 weighted 20-NN top-1 of its teacher's frozen features on the 10 000 held-out ones (sima-eval
 --validation): there is no classifier to evaluate every epoch.
 
-    python3 results/reproduce.py sweep [--rows cvt_sima,deit_sima] [--jobs 2] [--threads 1]
+    python3 results/reproduce.py sweep [--rows cvt_sima,deit_sima] [--jobs 2] [--threads 1] [--cap-only]
+
+(--cap-only: stop each row at its BUDGET_CAP point; the points past the cap only measure what it leaves.)
 
 Records: results/runs/sweeps/<row>_e<E>.json. A run cut off (a killed session) keeps its folder
 runs/paper/sweep_<row>_e<E> and is resumed from its train_state by the next `sweep`.

@@ -255,6 +255,26 @@ with tempfile.TemporaryDirectory() as d:
     want = sorted(want, key=lambda t: t[1])
     check(tta.ROUNDS >= 2 and timed == want and not train, "timed order: %r" % (timed,))
 
+# `sweep --cap-only` stops a row at its budget cap: the point past it is not started.
+with tempfile.TemporaryDirectory() as d:
+    reproduce.RUNS, reproduce.OUT = d, os.path.join(d, "runs")
+    for e, top1 in ((25, 90.0), (50, 91.0), (100, 92.0)):  # each doubling gains 1 point: not converged
+        record(d, "cvt_sima", e, [top1])
+    started = []
+    real_point = reproduce.run_sweep_point
+    reproduce.run_sweep_point = lambda row, epochs, threads: started.append((row, epochs))  # None: "interrupted"
+    try:
+        for cap_only, want in ((True, []), (False, [("cvt_sima", 200)])):
+            started.clear()
+            args = argparse.Namespace(smoke="", rows="cvt_sima", jobs=1, threads=1, cap_only=cap_only)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                reproduce.cmd_sweep(args)
+            check(started == want, "--cap-only %s started %r: %r" % (cap_only, started, out.getvalue()))
+        check("reached its budget cap of 100 epochs" not in out.getvalue(), "no cap message without the flag")
+    finally:
+        reproduce.run_sweep_point = real_point
+
 # Two launchers never hold the same run folder: a second claim (another process) is refused while
 # the first holds it, and granted after.
 import subprocess  # noqa: E402
