@@ -181,38 +181,45 @@ def target_line(t, rows):
         TARGET_SEEDS, TARGET_TOP1, best, means[best], got, " (still to run: %s)" % "; ".join(short) if short else "")
 
 
+def chosen_point(runs, row):
+    """(epochs, how, validation top-1) of the sweep point that sets `row`'s final epochs (sweep.choice:
+    converged, or capped), or None while it has neither."""
+    epochs, how = sweep.choice(runs, row)
+    return None if epochs is None else (epochs, how, sweep.final_top1(sweep.load(runs, row, epochs)))
+
+
 def sweep_gaps(t, runs):
     """{architecture's SimA row: its final runs' mean test top-1 minus its sweep's validation top-1 at the
-    cap (the same recipe and epochs; the final runs train on 10 000 more images and meet other images)},
-    for the architectures whose sweep reached the cap and whose final row has all its seeds."""
+    chosen point (the same recipe and epochs; the final runs train on 10 000 more images and meet other
+    images)}, for the architectures whose sweep has chosen and whose final row has all its seeds."""
     gaps = {}
     for row in ("cvt_sima", "xcit_sima", "deit_sima"):
-        val = sweep.final_top1(sweep.load(runs, row, sweep.BUDGET_CAP[row]))
+        point = chosen_point(runs, row)
         test = t.top1(row)
-        if val is not None and len(test) >= TARGET_SEEDS:
-            gaps[row] = statistics.mean(test) - val
+        if point is not None and len(test) >= TARGET_SEEDS:
+            gaps[row] = statistics.mean(test) - point[2]
     return gaps
 
 
 def reach_line(t, runs):
-    """What the widened CvT's sweep point at its cap predicts for the target, read off the other
+    """What the widened CvT's chosen sweep point predicts for the target, read off the other
     architectures' gaps between sweep point and final runs: a prediction, not a measurement."""
-    row = WIDE[1]
-    cap = sweep.BUDGET_CAP[row]
-    val = sweep.final_top1(sweep.load(runs, row, cap))
-    if val is None:
-        return "Its sweep's %d-epoch point (validation split) is not recorded yet." % cap
+    point = chosen_point(runs, WIDE[1])
+    if point is None:
+        return "Its sweep has neither converged nor reached its cap of %d epochs yet." % sweep.BUDGET_CAP[WIDE[1]]
+    epochs, how, val = point
+    said = "Its sweep chose %d epochs (%s), where it reached %.2f %% on the validation split." % (epochs, how, val)
     gaps = sweep_gaps(t, runs)
     if not gaps:
-        return "Its sweep's %d-epoch point reached %.2f %% on the validation split." % (cap, val)
+        return said
     lo, hi = min(gaps.values()), max(gaps.values())
-    parts = ", ".join("%s %+.2f" % (r, g) for r, g in sorted(gaps.items()))
-    return ("Its sweep's %d-epoch point reached %.2f %% on the validation split. The other architectures' final"
-            " SimA rows (3 seeds, test set) landed %s points from their own sweep's point at the cap, so this"
-            " width predicts %.2f to %.2f %% on the test set: %s (a prediction from other models' gaps, not a"
-            " measurement)." % (cap, val, parts, val + lo, val + hi,
-                                "the target is within that range" if lo + val <= TARGET_TOP1 <= hi + val else
-                                "above the target" if val + lo > TARGET_TOP1 else "below the target"))
+    parts = ", ".join("%s %s" % (r, stats.signed(g)) for r, g in sorted(gaps.items()))
+    return ("%s The other architectures' final SimA rows (3 seeds, test set) landed %s points from their own"
+            " sweep's chosen point, so this width predicts %.2f to %.2f %% on the test set: %s (a prediction"
+            " from other models' gaps, not a measurement)." % (
+                said, parts, val + lo, val + hi,
+                "the target is within that range" if lo + val <= TARGET_TOP1 <= hi + val else
+                "above the target" if val + lo > TARGET_TOP1 else "below the target"))
 
 
 def width_section(t, out, runs):

@@ -539,26 +539,36 @@ check(target_of(three, high).endswith("the best row, cvtwide_sima, 94.10: met.")
 check("cvtwide_softmax, 90.10: missed by 3.90 (still to run: cvtwide_sima 2 of 3 seeds)" in target_of(three, high[:2]),
       "missed: " + target_of(three, high[:2]))
 
-# What the widened CvT's sweep point predicts (report_claims.reach_line): its validation top-1 at the cap
-# plus the other architectures' gaps between their sweep point and their final SimA rows' test mean.
+# What the widened CvT's sweep predicts (report_claims.reach_line): its validation top-1 at the chosen
+# point (converged or capped) plus the other architectures' gaps between their chosen sweep point and
+# their final SimA rows' test mean.
 with tempfile.TemporaryDirectory() as d:
     fin = {"cvt_sima": [dict(ok, seed=s, top1=t1) for s, t1 in enumerate((93.2, 93.3, 93.4))],  # mean 93.30
            "xcit_sima": [dict(ok, seed=s, top1=93.0) for s in range(3)], "deit_sima": [dict(ok, seed=0, top1=91.0)]}
     t = report.Table("", [(r, "", "train", 3) for r in fin],
                      lambda row, seed: fin[row][seed] if seed < len(fin[row]) else None)
-    check("not recorded yet" in report_claims.reach_line(t, d), "no sweep point: " + report_claims.reach_line(t, d))
+    check("neither converged nor reached its cap" in report_claims.reach_line(t, d),
+          "no sweep point: " + report_claims.reach_line(t, d))
     record(d, "cvtwide_sima", 100, [90.0, 94.5])
-    check(report_claims.reach_line(t, d).endswith("reached 94.50 % on the validation split."),
+    check(report_claims.reach_line(t, d) == "Its sweep chose 100 epochs (capped), where it reached 94.50 % on the"
+          " validation split.",
           "no gaps: " + report_claims.reach_line(t, d))
     record(d, "cvt_sima", 100, [93.9])   # gap -0.60
     record(d, "xcit_sima", 100, [93.2])  # gap -0.20
     record(d, "deit_sima", 100, [92.0])  # its final row has 1 of 3 seeds: no gap
     line = report_claims.reach_line(t, d)
-    check("cvt_sima -0.60, xcit_sima -0.20 points" in line and "predicts 93.90 to 94.30 %" in line
+    check("cvt_sima −0.60, xcit_sima −0.20 points" in line and "predicts 93.90 to 94.30 %" in line
           and "the target is within that range" in line, "prediction: " + line)
     record(d, "cvtwide_sima", 100, [94.7])
     check("predicts 94.10 to 94.50 %" in report_claims.reach_line(t, d)
           and "above the target" in report_claims.reach_line(t, d), "above: " + report_claims.reach_line(t, d))
+
+    # Converged at 50 (doubling to 100 lost 0.2 points): the 50-epoch point is the one that predicts.
+    record(d, "cvtwide_sima", 50, [93.0, 94.2])
+    record(d, "cvtwide_sima", 100, [94.0])
+    line = report_claims.reach_line(t, d)
+    check("chose 50 epochs (converged), where it reached 94.20 %" in line and "predicts 93.60 to 94.00 %" in line
+          and "the target is within that range" in line, "converged: " + line)
 
 # The CPU ledger of the header (results/report_budget.py): every record counts once, by where it lies;
 # this round's CPU from dated sittings, else from a record dated in the round; undated parked sittings
