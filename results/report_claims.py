@@ -191,9 +191,10 @@ def chosen_point(runs, row):
 def sweep_gaps(t, runs):
     """{architecture's SimA row: its final runs' mean test top-1 minus its sweep's validation top-1 at the
     chosen point (the same recipe and epochs; the final runs train on 10 000 more images and meet other
-    images)}, for the architectures whose sweep has chosen and whose final row has all its seeds."""
+    images)}, for the other supervised architectures whose sweep has chosen and whose final row has all
+    its seeds."""
     gaps = {}
-    for row in ("cvt_sima", "xcit_sima", "deit_sima"):
+    for row in (r for r in sweep.SWEEPS if r != WIDE[1] and not sweep.judged_by_knn(r)):
         point = chosen_point(runs, row)
         test = t.top1(row)
         if point is not None and len(test) >= TARGET_SEEDS:
